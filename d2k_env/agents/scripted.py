@@ -1,0 +1,34 @@
+"""Scripted and replay policies: a fixed list of actions, for demos, tests and replaying episodes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from d2k_env.task import Task
+
+
+class ScriptedPolicy:
+    """Replays ``actions`` one per call, ignoring observations; then keeps submitting."""
+
+    def __init__(self, actions: Iterable[str | dict[str, Any]]):
+        self.actions = [a if isinstance(a, str) else json.dumps(a) for a in actions]
+        self._next = 0
+
+    def __call__(self, observation: str) -> str:
+        if self._next < len(self.actions):
+            action = self.actions[self._next]
+            self._next += 1
+            return action
+        return json.dumps({"tool": "submit", "args": {}})
+
+
+def reference_policy(task: Task) -> ScriptedPolicy:
+    """Reads the task, writes the expert reference as its solution, tests it and submits."""
+    return ScriptedPolicy([
+        {"tool": "list_files", "args": {}},
+        {"tool": "read_file", "args": {"path": "baseline.py"}},
+        {"tool": "write_file", "args": {"path": "solution.py", "content": task.reference_path.read_text()}},
+        {"tool": "run_tests", "args": {}},
+        {"tool": "submit", "args": {}},
+    ])

@@ -1,0 +1,231 @@
+"""KernelEnv: one Triton kernel task as a Gymnasium environment.
+
+Observation: text. After ``reset`` it is the full prompt (task, baseline, contract, workloads,
+guidance layers shown, tool manual, budget); after each ``step`` it is that tool's result.
+Action: text holding one JSON tool call ``{"tool": ..., "args": {...}}`` (a dict is accepted too).
+Reward: 0 on every step but ``submit``, which scores the solution (see :mod:`d2k_env.reward`) and
+terminates the episode. A bad action is an ordinary step whose observation explains the problem.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from d2k_env import reward as rewards
+from d2k_env.evaluator import Evaluator, EvalResult, resolve_backend
+from d2k_env.prompt import build_prompt
+from d2k_env.task import GUIDANCE_LAYERS, load_task
+from d2k_env.tools import ActionError, ToolCall, parse_action
+from d2k_env.verdict import format_result
+from d2k_env.workspace import Workspace, WorkspaceError
+
+MAX_STEPS = 350  # the D2K-Bench turn budget
+MAX_OBSERVATION_CHARS = 200_000
+MAX_ACTION_CHARS = 1_000_000
+CHARSET = frozenset(chr(c) for c in range(32, 127)) | {"\n", "\t"}
+
+SOLUTION_STUB = '''"""Your solution. forward(*inputs) must match baseline.py, computed by Triton kernels defined here."""
+
+import torch
+import triton
+import triton.language as tl
+
+
+def forward(*inputs):
+    raise NotImplementedError(
+        "solution.py is still the stub: write @triton.jit kernel(s) and a forward(*inputs) that launches "
+        "them, with write_file or str_replace, then call run_tests."
+    )
+'''
+
+
+def parse_guidance(guidance: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
+    """``"none"``, ``"L1"``, ``"L1+L2"``, ``"L1+L2+L3"`` (any subset) or a sequence of layer names."""
+    if guidance is None:
+        return ()
+    if isinstance(guidance, str):
+        parts = [] if guidance.strip().lower() in ("", "none") else guidance.split("+")
+    else:
+        parts = list(guidance)
+    layers = [p.strip().upper() for p in parts]
+    unknown = [l for l in layers if l not in GUIDANCE_LAYERS]
+    if unknown:
+        raise ValueError(f"unknown guidance layer(s) {unknown}; use a subset of {GUIDANCE_LAYERS} or 'none'")
+    return tuple(l for l in GUIDANCE_LAYERS if l in layers)
+
+
+def to_observation(text: str, limit: int = MAX_OBSERVATION_CHARS, tail: int = 2000) -> str:
+    """Printable ASCII plus newline and tab (anything else escaped), clipped with a note when too long."""
+    text = text.replace("\r\n", "\n").encode("ascii", "backslashreplace").decode("ascii")
+    text = "".join(c if c in CHARSET else f"\\x{ord(c):02x}" for c in text)
+    if len(text) > limit:
+        note = "\n[... {:>9} characters clipped here ...]\n"  # fixed width: its length is known up front
+        head = limit - len(note.format(0)) - tail
+        text = text[:head] + note.format(len(text) - head - tail) + text[-tail:]
+    return text
+
+
+class KernelEnv(gym.Env):
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(self, task_id: str, backend: str = "auto", guidance: str | tuple[str, ...] = "L1+L2+L3",
+                 reward: str = "speedup", render_mode: str | None = None,
+                 evaluator_options: dict[str, Any] | None = None):
+        self.task = load_task(task_id)
+        self.backend = resolve_backend(backend)
+        self.guidance_layers = parse_guidance(guidance)
+        self.reward_kind = rewards.check_reward_kind(reward)
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
+        self.render_mode = render_mode
+        self.evaluator_options = dict(evaluator_options or {})
+        self.observation_space = spaces.Text(MAX_OBSERVATION_CHARS, min_length=0, charset="".join(sorted(CHARSET)))
+        self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset="".join(sorted(CHARSET)))
+        self._episode_dir: tempfile.TemporaryDirectory | None = None
+        self._evaluator: Evaluator | None = None
+        self._ceilings: dict[str, float] | None = None
+        self.workspace: Workspace | None = None
+        self._steps = 0
+        self._terminated = False
+        self._last_observation = ""
+        self._episode_layers = self.guidance_layers
+
+    # -- Gymnasium API -------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Start an episode in a fresh workspace. ``options={"guidance": ...}`` overrides the layers."""
+        super().reset(seed=seed)
+        self._episode_layers = parse_guidance((options or {}).get("guidance", self.guidance_layers))
+        self._close_episode()
+        self._episode_dir = tempfile.TemporaryDirectory(prefix=f"d2k-{self.task.id}-")
+        root = Path(self._episode_dir.name)
+        (root / "workspace").mkdir()
+        baseline_source = self.task.baseline_path.read_text()
+        self.workspace = Workspace(root / "workspace", read_only={"baseline.py"})
+        self.workspace.write("solution.py", SOLUTION_STUB)
+        baseline = root / "workspace" / "baseline.py"
+        baseline.write_text(baseline_source)
+        baseline.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+        self._evaluator = Evaluator(self.task, self.backend, cache_dir=root / "triton-cache",
+                                    **self.evaluator_options)
+        self._evaluator.ceilings = self._ceilings
+        self._steps = 0
+        self._terminated = False
+        note = rewards.NOTES[self.reward_kind] + ("" if self._evaluator.can_time else rewards.INTERPRETER_NOTE)
+        prompt = build_prompt(self.task, self._episode_layers, baseline_source, self.backend, MAX_STEPS, note)
+        return self._observe(prompt), self._info()
+
+    def step(self, action: str | dict):
+        if self.workspace is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        if self._terminated:
+            text = "The episode has ended (the solution was submitted). Call reset() to start a new one."
+            return self._observe(text), 0.0, True, False, self._info(error="episode already ended")
+        self._steps += 1
+        info: dict[str, Any] = {}
+        reward = 0.0
+        try:
+            call = parse_action(action)
+        except ActionError as exc:
+            text = f"ERROR: {exc}"
+            info["error"] = str(exc)
+        else:
+            info["tool"] = call.tool
+            text, result = self._run_tool(call, info)
+            if result is not None:
+                info["evaluation"] = result.to_dict()
+                info["verdict"] = text
+            if call.tool == "submit":
+                self._terminated = True
+                reward = rewards.submission_reward(self.reward_kind, result)
+                text += f"\n\nSubmitted. Reward: {reward:.4f} ({self.reward_kind})."
+        return self._observe(text), float(reward), self._terminated, False, {**self._info(), **info}
+
+    def render(self) -> str | None:
+        return self._last_observation if self.render_mode == "ansi" else None
+
+    def close(self) -> None:
+        self._close_episode()
+        super().close()
+
+    # -- Tools -----------------------------------------------------------------------------------
+    def _run_tool(self, call: ToolCall, info: dict) -> tuple[str, EvalResult | None]:
+        handler = getattr(self, f"_tool_{call.tool}")
+        try:
+            return handler(**call.args)
+        except WorkspaceError as exc:
+            info["error"] = str(exc)
+            return f"ERROR: {exc}", None
+
+    def _tool_list_files(self):
+        rows = [f"{path}  ({size} bytes){'  [read-only]' if path in self.workspace.read_only else ''}"
+                for path, size in self.workspace.list_files()]
+        return "\n".join(rows) or "(the workspace is empty)", None
+
+    def _tool_read_file(self, path: str, start: int | None = None, end: int | None = None):
+        lines = self.workspace.read(path).splitlines()
+        first, last = start or 1, min(end or len(lines), len(lines))
+        if first > max(len(lines), 1):
+            raise WorkspaceError(f"{path!r} has {len(lines)} lines; start={first} is past the end")
+        body = "\n".join(f"{i:>5}  {lines[i - 1]}" for i in range(first, last + 1))
+        return f"{path}, lines {first}-{last} of {len(lines)}:\n{body}", None
+
+    def _tool_write_file(self, path: str, content: str):
+        n = self.workspace.write(path, content)
+        return f"Wrote {n} bytes to {path}.", None
+
+    def _tool_str_replace(self, path: str, old: str, new: str):
+        line = self.workspace.str_replace(path, old, new)
+        return f"Replaced one occurrence in {path} (at line {line}).", None
+
+    def _evaluate(self, mode: str, workloads: list[str] | None = None, seed: int | None = None):
+        names = {w.name for w in self._evaluator.workloads}
+        unknown = [w for w in workloads or [] if w not in names]
+        if unknown:
+            raise WorkspaceError(f"unknown workload(s) {unknown}; this backend evaluates {sorted(names)}")
+        if seed is None:
+            seed = int(self.np_random.integers(0, 2**63 - 1))
+        result = self._evaluator.evaluate(self.workspace.root / "solution.py", mode, workloads, seed)
+        self._ceilings = self._evaluator.ceilings
+        return result
+
+    def _tool_run_tests(self):
+        result = self._evaluate("test")
+        return format_result(result, "run_tests: correctness on every workload"), result
+
+    def _tool_benchmark(self, workloads: list[str] | None = None):
+        result = self._evaluate("benchmark", workloads)
+        return format_result(result, "benchmark: correctness and speed against the baseline"), result
+
+    def _tool_profile(self, workload: str):
+        result = self._evaluate("profile", [workload])
+        return format_result(result, f"profile: GPU kernels of solution.py on {workload}"), result
+
+    def _tool_submit(self):
+        result = self._evaluate("submit", seed=secrets.randbits(63))
+        return format_result(result, "submit: final evaluation on fresh secret inputs"), result
+
+    # -- Helpers ---------------------------------------------------------------------------------
+    def _observe(self, text: str) -> str:
+        self._last_observation = to_observation(text)
+        return self._last_observation
+
+    def _info(self, **extra) -> dict[str, Any]:
+        return {"task": self.task.id, "backend": self.backend, "guidance": list(self._episode_layers),
+                "steps": self._steps, "max_steps": MAX_STEPS, **extra}
+
+    def _close_episode(self) -> None:
+        if self._evaluator is not None:
+            self._evaluator.close()
+            self._evaluator = None
+        if self._episode_dir is not None:
+            self._episode_dir.cleanup()
+            self._episode_dir = None
+        self.workspace = None

@@ -1,0 +1,69 @@
+"""Correctness: the output contract every solution must meet, then the task's numeric checker."""
+
+from __future__ import annotations
+
+import torch
+
+from d2k_env.task import CheckResult
+
+# (atol, rtol) per output dtype. bf16 keeps 8 mantissa bits, so one rounding step is ~0.4% relative;
+# two tolerated steps, plus fp32 reassociation, fit inside 2e-2. A half-precision downgrade of an
+# fp32 output fails the fp32 bound.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float32: (1e-4, 1e-4),
+    torch.float64: (1e-7, 1e-7),
+    torch.float16: (1e-3, 1e-3),
+    torch.bfloat16: (2e-2, 2e-2),
+}
+
+
+def as_tuple(out) -> tuple:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def check_contract(outputs, expected, names: list[str]) -> str | None:
+    """Structure of the outputs: count, exact tensor type, dtype, shape, device. None when fine."""
+    if len(outputs) != len(expected):
+        return f"forward returned {len(outputs)} value(s); expected {len(expected)} ({', '.join(names)})"
+    for name, out, ref in zip(names, outputs, expected):
+        if type(out) is not torch.Tensor:
+            return f"output {name!r} is a {type(out).__name__}, not a torch.Tensor"
+        if out.dtype != ref.dtype:
+            return f"output {name!r} has dtype {out.dtype}; expected {ref.dtype}"
+        if tuple(out.shape) != tuple(ref.shape):
+            return f"output {name!r} has shape {tuple(out.shape)}; expected {tuple(ref.shape)}"
+        if out.device != ref.device:
+            return f"output {name!r} is on {out.device}; expected {ref.device}"
+    return None
+
+
+def allclose_check(outputs, expected, names: list[str]) -> CheckResult:
+    """Default checker: every element within the dtype's tolerance; NaN never passes, and infinities
+    must appear exactly where the expected output has them."""
+    worst_abs = worst_rel = 0.0
+    for name, out, ref in zip(names, outputs, expected):
+        if out.dtype in TOLERANCES:
+            atol, rtol = TOLERANCES[out.dtype]
+            o, r = out.double(), ref.double()
+        else:  # integer or boolean outputs must match exactly
+            atol, rtol = 0.0, 0.0
+            o, r = out.double(), ref.double()
+        if torch.isnan(o).any():
+            return CheckResult(False, f"{name}: contains NaN")
+        finite = torch.isfinite(r)
+        if not torch.equal(o[~finite], r[~finite]) or not torch.isfinite(o[finite]).all():
+            return CheckResult(False, f"{name}: infinities differ from the expected output")
+        err = (o - r).abs()
+        bound = atol + rtol * r.abs()
+        max_abs = err[finite].max().item() if finite.any() else 0.0
+        max_rel = (err[finite] / r.abs()[finite].clamp(min=atol or 1e-30)).max().item() if finite.any() else 0.0
+        worst_abs, worst_rel = max(worst_abs, max_abs), max(worst_rel, max_rel)
+        bad = (err > bound) & finite
+        if bad.any():
+            idx = tuple(int(i) for i in torch.nonzero(bad)[0])
+            return CheckResult(
+                False,
+                f"{name}: {int(bad.sum())} of {out.numel()} elements outside atol={atol:g}, rtol={rtol:g}; "
+                f"first at {list(idx)}: got {o[idx].item():.6g}, expected {r[idx].item():.6g}",
+                worst_abs, worst_rel)
+    return CheckResult(True, "all elements within tolerance", worst_abs, worst_rel)

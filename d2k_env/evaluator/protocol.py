@@ -1,0 +1,97 @@
+"""Messages between the env and the evaluation worker (plain dataclasses, JSON on the wire)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Mode = Literal["test", "benchmark", "submit", "profile"]
+
+
+@dataclass
+class EvalRequest:
+    """One evaluation of a solution file.
+
+    ``seed`` is secret: the worker mixes it into every workload's input seed, and it never reaches
+    the solution (it travels on the worker's stdin, never in argv, environment or files).
+    """
+
+    task_id: str
+    root: str
+    solution_path: str
+    mode: Mode
+    device: Literal["cuda", "cpu"]
+    workloads: list[str]
+    smoke: bool
+    seed: int
+    time_budget_s: float = 3.0
+    ceilings: dict[str, float] | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "EvalRequest":
+        return cls(**json.loads(text))
+
+
+@dataclass
+class WorkloadResult:
+    """Correctness and (when timed) speed of the solution on one workload."""
+
+    name: str
+    correct: bool
+    message: str
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    solution_ms: float | None = None
+    baseline_ms: float | None = None
+    solution_spread: float | None = None  # interquartile range / median
+    baseline_spread: float | None = None
+    repetitions: int | None = None
+    speedup: float | None = None
+    speedup_ci: tuple[float, float] | None = None  # 95% bootstrap interval of the median ratio
+    roofline_ms: float | None = None
+    roofline_fraction: float | None = None
+    graph_solution_ms: float | None = None  # per call, replayed in a CUDA graph (launch-bound workloads)
+    graph_baseline_ms: float | None = None
+
+
+@dataclass
+class EvalResult:
+    """Outcome of one evaluation. ``error`` is set when the solution never got to run every workload."""
+
+    mode: str
+    backend: str
+    workloads: list[WorkloadResult] = field(default_factory=list)
+    error: str | None = None
+    timed: bool = False
+    device_name: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    ceilings: dict[str, float] | None = None
+    profile: list[dict[str, Any]] | None = None
+    output: str = ""  # what the solution printed (clipped)
+
+    @property
+    def correct(self) -> bool:
+        return self.error is None and bool(self.workloads) and all(w.correct for w in self.workloads)
+
+    @property
+    def speedups(self) -> list[float]:
+        return [w.speedup for w in self.workloads if w.speedup is not None]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["correct"] = self.correct
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "EvalResult":
+        d = {k: v for k, v in d.items() if k != "correct"}
+        d["workloads"] = [WorkloadResult(**w) for w in d.get("workloads", [])]
+        for w in d["workloads"]:
+            if w.speedup_ci is not None:
+                w.speedup_ci = tuple(w.speedup_ci)
+        return cls(**d)

@@ -1,0 +1,164 @@
+"""Side-by-side GPU timing of a baseline and a candidate (see ../shared/MEASURING.md).
+
+Protocol: each side gets its own rotating input sets (never the warm-up set); before every timed
+call the L2 is flushed by writing a buffer twice its size, so numbers are cold-cache; CUDA events
+bracket the call and the whole device is synchronised before the end event is read; the two sides
+alternate A B, B A so drift hits both; repetitions continue until both medians have a relative
+standard error under ``target_rse`` or the time budget ends. Speedup = baseline median / candidate
+median, with a bootstrap interval over the paired samples.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+
+@dataclass
+class Timing:
+    median_ms: float
+    spread: float  # interquartile range / median
+    samples: list[float]
+
+
+@dataclass
+class PairTiming:
+    baseline: Timing
+    candidate: Timing
+    speedup: float
+    speedup_ci: tuple[float, float]
+    repetitions: int
+
+
+class L2Flusher:
+    """Evicts the L2 by zeroing a buffer twice its size."""
+
+    def __init__(self, device: torch.device):
+        props = torch.cuda.get_device_properties(device)
+        l2 = getattr(props, "L2_cache_size", 0) or 64 * 2**20
+        self.buffer = torch.empty(2 * l2 // 4 + 1, dtype=torch.int32, device=device)
+
+    def __call__(self) -> None:
+        self.buffer.zero_()
+
+
+def _stats(samples: list[float]) -> Timing:
+    a = np.asarray(samples)
+    med = float(np.median(a))
+    q1, q3 = np.percentile(a, [25, 75])
+    return Timing(med, float((q3 - q1) / med) if med > 0 else 0.0, samples)
+
+
+def _rse_of_median(samples: list[float]) -> float:
+    """Relative standard error of the median (normal approximation, 1.2533 sigma / sqrt n)."""
+    a = np.asarray(samples)
+    med = np.median(a)
+    return float(1.2533 * a.std(ddof=1) / math.sqrt(len(a)) / med) if len(a) > 1 and med > 0 else math.inf
+
+
+def _time_call(fn: Callable, args: Sequence, flush: L2Flusher) -> float:
+    flush()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn(*args)
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end)
+
+
+def time_pair(baseline: Callable, candidate: Callable, baseline_sets: Sequence[Sequence],
+              candidate_sets: Sequence[Sequence], warmup_set_b: Sequence, warmup_set_c: Sequence,
+              flush: L2Flusher, budget_s: float = 3.0, target_rse: float = 0.005,
+              min_reps: int = 10, max_reps: int = 1000, seed: int = 0) -> PairTiming:
+    """Interleaved timing of two callables on their own input sets."""
+    for _ in range(3):
+        baseline(*warmup_set_b)
+        candidate(*warmup_set_c)
+    torch.cuda.synchronize()
+    tb: list[float] = []
+    tc: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    for i in range(max_reps):
+        b_args, c_args = baseline_sets[i % len(baseline_sets)], candidate_sets[i % len(candidate_sets)]
+        if i % 2 == 0:
+            tb.append(_time_call(baseline, b_args, flush))
+            tc.append(_time_call(candidate, c_args, flush))
+        else:
+            tc.append(_time_call(candidate, c_args, flush))
+            tb.append(_time_call(baseline, b_args, flush))
+        if len(tb) >= min_reps and (max(_rse_of_median(tb), _rse_of_median(tc)) < target_rse
+                                    or time.perf_counter() > deadline):
+            break
+    b, c = _stats(tb), _stats(tc)
+    rng = np.random.default_rng(seed)
+    ab, ac = np.asarray(tb), np.asarray(tc)
+    idx = rng.integers(0, len(ab), size=(500, len(ab)))
+    ratios = np.median(ab[idx], axis=1) / np.median(ac[idx], axis=1)
+    lo, hi = np.percentile(ratios, [2.5, 97.5])
+    return PairTiming(b, c, b.median_ms / c.median_ms, (float(lo), float(hi)), len(tb))
+
+
+def graph_time(fn: Callable, args: Sequence, calls: int = 20, reps: int = 20) -> float | None:
+    """Per-call time of ``fn`` replayed inside a CUDA graph (no launch gaps), warm L2.
+
+    Returns None when ``fn`` cannot be captured (host synchronisation, say).
+    """
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                fn(*args)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                fn(*args)
+    except Exception:  # noqa: BLE001 - any capture failure means "not graphable", not an error
+        torch.cuda.synchronize()
+        return None
+    graph.replay()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(end) / calls)
+    return float(np.median(samples))
+
+
+def measure_ceilings(device: torch.device) -> dict[str, float]:
+    """Copy bandwidth (GB/s, bytes read + written) and bf16 GEMM rate (TFLOP/s), measured now."""
+    n = 2**28  # 1 GiB of int32
+    src = torch.randint(0, 2**30, (n,), dtype=torch.int32, device=device)
+    dst = torch.empty_like(src)
+    copy_ms = _median_event_time(lambda: dst.copy_(src), reps=10)
+    del src, dst
+    m = 8192
+    a = torch.randn(m, m, dtype=torch.bfloat16, device=device)
+    b = torch.randn(m, m, dtype=torch.bfloat16, device=device)
+    gemm_ms = _median_event_time(lambda: a @ b, reps=5)
+    return {"bandwidth_gbs": 2 * n * 4 / (copy_ms * 1e-3) / 1e9,
+            "tflops": 2 * m**3 / (gemm_ms * 1e-3) / 1e12}
+
+
+def _median_event_time(fn: Callable, reps: int) -> float:
+    fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(end))
+    return float(np.median(samples))

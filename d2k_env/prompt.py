@@ -1,0 +1,65 @@
+"""The reset observation: everything an agent needs to start on a task."""
+
+from __future__ import annotations
+
+from d2k_env import tools
+from d2k_env.task import Task, Workload
+
+LAYER_NAMES = {"L1": "L1 - algorithm", "L2": "L2 - dataflow", "L3": "L3 - low-level GPU realisation"}
+
+
+def describe_inputs(task: Task, w: Workload) -> str:
+    """Shapes and dtypes of a workload's inputs, read off tensors built on the meta device."""
+    import torch
+
+    parts = []
+    for x in task.make_inputs(w, None, torch.device("meta")):
+        if isinstance(x, torch.Tensor):
+            parts.append(f"{str(x.dtype).replace('torch.', '')}[{', '.join(map(str, x.shape))}]")
+        else:
+            parts.append(repr(x))
+    return ", ".join(parts)
+
+
+def workload_table(task: Task, workloads: list[Workload]) -> str:
+    rows = []
+    for w in workloads:
+        note = "  (launch-bound: also timed in a CUDA graph)" if w.launch_bound else ""
+        rows.append(f"- {w.name}: forward({describe_inputs(task, w)}){note}")
+    return "\n".join(rows)
+
+
+def build_prompt(task: Task, layers: tuple[str, ...], baseline_source: str, backend: str,
+                 max_steps: int, reward_note: str) -> str:
+    shown = ", ".join(layers) if layers else "none"
+    sections = [
+        f"# Task: {task.id} - {task.title}",
+        f"Family: {task.family}. Real-world sources: {'; '.join(task.sources)}.",
+        "Write a Triton kernel that computes exactly what the PyTorch baseline computes, faster.",
+        "## What forward computes\n" + task.description,
+        "## Baseline (baseline.py in your workspace, read-only)\n```python\n" + baseline_source.strip() + "\n```",
+        "## Contract\n"
+        "solution.py must define forward(*inputs) with the baseline's signature, returning the same "
+        f"outputs ({', '.join(task.outputs)}) with the same dtypes, shapes and device, as new tensors. "
+        "The work must be done by @triton.jit kernels defined in solution.py; use torch only to allocate "
+        "outputs and query shapes. Do not modify the inputs.",
+        "## Workloads (timed on the GPU)\n" + workload_table(task, task.workloads),
+        "## Smoke workloads (checked on the CPU interpreter backend)\n" + workload_table(task, task.smoke_workloads),
+        f"This environment's backend: {backend}. "
+        + ("Evaluations check correctness and time against the baseline on the GPU workloads."
+           if backend == "cuda" else
+           "Evaluations check correctness on the smoke workloads with Triton's CPU interpreter; nothing is timed."),
+    ]
+    sections.append(f"## Expert guidance (layers shown: {shown})")
+    if layers:
+        for layer in layers:
+            sections.append(f"### {LAYER_NAMES[layer]}\n{task.guidance(layer)}")
+    else:
+        sections.append("No guidance layers are shown in this episode.")
+    sections += [
+        "## Tools\n" + tools.manual(),
+        "## Action format\n" + tools.FORMAT,
+        f"## Budget and reward\nAt most {max_steps} steps; every tool call is one step. Only submit is "
+        f"rewarded, and it ends the episode: {reward_note}",
+    ]
+    return "\n\n".join(sections) + "\n"

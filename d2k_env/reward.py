@@ -1,0 +1,44 @@
+"""Rewards. Only ``submit`` earns a non-zero reward; every other step earns 0.
+
+- ``speedup`` (default): geometric mean over workloads of baseline time / solution time when
+  every workload is correct, else 0.
+- ``log_speedup``: ln(1 + geomean speedup) when correct, else 0: positive for every correct
+  kernel, so correctness always beats failure, and compressive for large speedups.
+- ``binary``: 1 when every workload is correct, else 0.
+
+On a backend that cannot time (the CPU interpreter) a correct submission earns 1.0 under every
+kind. The reward never depends on which guidance layers were shown.
+"""
+
+from __future__ import annotations
+
+import math
+
+from d2k_env.evaluator.protocol import EvalResult
+from d2k_env.verdict import geomean
+
+REWARDS = ("speedup", "log_speedup", "binary")
+
+NOTES = {
+    "speedup": "the geometric-mean speedup over the baseline if every workload is correct on fresh secret "
+               "inputs, else 0.",
+    "log_speedup": "ln(1 + geometric-mean speedup over the baseline) if every workload is correct on fresh "
+                   "secret inputs, else 0.",
+    "binary": "1 if every workload is correct on fresh secret inputs, else 0.",
+}
+INTERPRETER_NOTE = " This backend cannot time: a correct submission earns 1."
+
+
+def check_reward_kind(kind: str) -> str:
+    if kind not in REWARDS:
+        raise ValueError(f"unknown reward {kind!r}; expected one of {REWARDS}")
+    return kind
+
+
+def submission_reward(kind: str, result: EvalResult) -> float:
+    if not result.correct:
+        return 0.0
+    if kind == "binary" or not result.timed:
+        return 1.0
+    speedup = geomean(result.speedups)
+    return speedup if kind == "speedup" else math.log1p(speedup)

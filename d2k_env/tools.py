@@ -1,0 +1,126 @@
+"""The action language: tool definitions, parsing and validation of tool calls.
+
+An action is one JSON object ``{"tool": "<name>", "args": {...}}``, as text or as a dict. Each
+tool's arguments are described by a JSON Schema (the same schema is published for function
+calling). Parsing never raises anything but :class:`ActionError`, whose message tells the agent
+what was wrong and shows the format.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_ACTION_CHARS = 2_000_000
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    properties: dict[str, dict] = field(default_factory=dict)
+    required: tuple[str, ...] = ()
+    example: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def schema(self) -> dict:
+        return {"type": "object", "properties": self.properties, "required": list(self.required),
+                "additionalProperties": False}
+
+
+_PATH = {"type": "string", "description": "path relative to the workspace, e.g. solution.py"}
+
+TOOLS: dict[str, Tool] = {t.name: t for t in [
+    Tool("list_files", "List the files in the workspace with their sizes."),
+    Tool("read_file", "Read a file, optionally only lines start..end (1-based, inclusive).",
+         {"path": _PATH, "start": {"type": "integer", "minimum": 1}, "end": {"type": "integer", "minimum": 1}},
+         ("path",), {"path": "baseline.py"}),
+    Tool("write_file", "Create or overwrite a file with the given content.",
+         {"path": _PATH, "content": {"type": "string"}}, ("path", "content"),
+         {"path": "solution.py", "content": "import torch\nimport triton\n..."}),
+    Tool("str_replace", "Replace the one occurrence of `old` in a file with `new`.",
+         {"path": _PATH, "old": {"type": "string"}, "new": {"type": "string"}}, ("path", "old", "new"),
+         {"path": "solution.py", "old": "BLOCK = 128", "new": "BLOCK = 256"}),
+    Tool("run_tests", "Compile solution.py and check its outputs against the baseline on every workload."),
+    Tool("benchmark", "Check correctness, then time solution and baseline side by side; reports speedups "
+                      "and the fraction of the roofline reached. Optionally only some workloads.",
+         {"workloads": {"type": "array", "items": {"type": "string"}}}, (), {"workloads": ["64x8192"]}),
+    Tool("profile", "Per-kernel GPU time of solution.py on one workload (torch profiler).",
+         {"workload": {"type": "string"}}, ("workload",)),
+    Tool("submit", "Final evaluation on fresh secret inputs; ends the episode and yields the reward."),
+]}
+
+FORMAT = 'Send exactly one JSON object: {"tool": "<name>", "args": {...}}, e.g. ' \
+         '{"tool": "read_file", "args": {"path": "baseline.py"}}. Tools: ' + ", ".join(TOOLS)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    tool: str
+    args: dict[str, Any]
+
+
+class ActionError(Exception):
+    """A malformed action; the message is shown to the agent."""
+
+
+def parse_action(action: Any) -> ToolCall:
+    """Turn an action (JSON text or dict) into a validated :class:`ToolCall`."""
+    if isinstance(action, str):
+        if len(action) > MAX_ACTION_CHARS:
+            raise ActionError(f"the action is {len(action)} characters; at most {MAX_ACTION_CHARS} are accepted")
+        try:
+            action = json.loads(action)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise ActionError(f"the action is not valid JSON ({_short(exc)}). {FORMAT}") from None
+    if not isinstance(action, dict):
+        raise ActionError(f"the action must be a JSON object, not {type(action).__name__}. {FORMAT}")
+    unknown_keys = set(action) - {"tool", "args"}
+    if "tool" not in action or unknown_keys:
+        extra = f" (unexpected keys: {', '.join(sorted(map(str, unknown_keys)))})" if unknown_keys else ""
+        raise ActionError(f"the action needs a \"tool\" key and an optional \"args\" object{extra}. {FORMAT}")
+    name, args = action["tool"], action.get("args", {})
+    if args is None:
+        args = {}
+    if not isinstance(name, str) or name not in TOOLS:
+        raise ActionError(f"unknown tool {str(name)[:80]!r}. {FORMAT}")
+    if not isinstance(args, dict):
+        raise ActionError(f"\"args\" must be a JSON object, not {type(args).__name__}. {FORMAT}")
+    validate_args(TOOLS[name], args)
+    return ToolCall(name, args)
+
+
+_JSON_TYPES = {"string": str, "integer": int, "array": list, "object": dict}
+
+
+def validate_args(tool: Tool, args: dict) -> None:
+    usage = f'Usage: {{"tool": "{tool.name}", "args": {json.dumps(tool.example)}}}'
+    unknown = sorted(set(args) - set(tool.properties))
+    if unknown:
+        raise ActionError(f"{tool.name} takes no argument(s) {', '.join(map(repr, unknown))}. {usage}")
+    missing = [k for k in tool.required if k not in args]
+    if missing:
+        raise ActionError(f"{tool.name} needs argument(s) {', '.join(map(repr, missing))}. {usage}")
+    for key, value in args.items():
+        prop = tool.properties[key]
+        expected = _JSON_TYPES[prop["type"]]
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise ActionError(f"{tool.name}: {key!r} must be a {prop['type']}. {usage}")
+        if expected is int and value < prop.get("minimum", value):
+            raise ActionError(f"{tool.name}: {key!r} must be >= {prop['minimum']}. {usage}")
+        if expected is list and not all(isinstance(v, str) for v in value):
+            raise ActionError(f"{tool.name}: {key!r} must be a list of strings. {usage}")
+
+
+def manual() -> str:
+    """The tool manual shown in the prompt: one line per tool with its arguments."""
+    lines = []
+    for t in TOOLS.values():
+        params = ", ".join(f"{k}{'' if k in t.required else '?'}: {v['type']}" for k, v in t.properties.items())
+        lines.append(f"- {t.name}({params}): {t.description}")
+    return "\n".join(lines)
+
+
+def _short(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__

@@ -1,0 +1,88 @@
+"""The episode workspace: a directory of text files the agent edits through tools.
+
+Every path is resolved (symlinks included) and must stay inside the workspace; read-only files
+(the baseline copy) refuse writes. Errors are raised as :class:`WorkspaceError` with a message
+meant for the agent.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+MAX_FILE_BYTES = 1_000_000
+
+
+class WorkspaceError(Exception):
+    """A file operation the agent asked for that cannot be done; the message says why."""
+
+
+class Workspace:
+    def __init__(self, root: Path, read_only: set[str] | None = None):
+        self.root = root.resolve()
+        self.read_only = set(read_only or ())
+
+    def resolve(self, path: str) -> Path:
+        if not isinstance(path, str) or not path.strip():
+            raise WorkspaceError("path must be a non-empty string, relative to the workspace")
+        if "\x00" in path:
+            raise WorkspaceError("path contains a NUL character")
+        candidate = Path(path)
+        if candidate.is_absolute():
+            raise WorkspaceError(f"{path!r} is absolute; use a path relative to the workspace")
+        full = (self.root / candidate).resolve()
+        if full != self.root and self.root not in full.parents:
+            raise WorkspaceError(f"{path!r} points outside the workspace; only files inside it are reachable")
+        return full
+
+    def relative(self, full: Path) -> str:
+        return full.relative_to(self.root).as_posix()
+
+    def list_files(self) -> list[tuple[str, int]]:
+        files = []
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("__pycache__"))
+            for name in sorted(filenames):
+                full = Path(dirpath) / name
+                if not full.is_symlink():
+                    files.append((self.relative(full), full.stat().st_size))
+        return files
+
+    def read(self, path: str) -> str:
+        full = self.resolve(path)
+        if not full.is_file():
+            raise WorkspaceError(f"no file {path!r} in the workspace (list_files shows what exists)")
+        data = full.read_bytes()
+        if len(data) > MAX_FILE_BYTES:
+            raise WorkspaceError(f"{path!r} is {len(data)} bytes; files over {MAX_FILE_BYTES} bytes are not read")
+        return data.decode("utf-8", "replace")
+
+    def write(self, path: str, content: str) -> int:
+        full = self.resolve(path)
+        rel = self.relative(full)
+        if rel in self.read_only:
+            raise WorkspaceError(f"{rel!r} is read-only; write your kernel in solution.py")
+        if not isinstance(content, str):
+            raise WorkspaceError("content must be a string")
+        data = content.encode("utf-8", "surrogatepass")
+        if len(data) > MAX_FILE_BYTES:
+            raise WorkspaceError(f"content is {len(data)} bytes; files are limited to {MAX_FILE_BYTES} bytes")
+        if full.is_dir():
+            raise WorkspaceError(f"{rel!r} is a directory")
+        full.parent.mkdir(parents=True, exist_ok=True)
+        tmp = full.with_name(f".{full.name}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, full)  # atomic: a crash never leaves a half-written file
+        return len(data)
+
+    def str_replace(self, path: str, old: str, new: str) -> int:
+        text = self.read(path)
+        if not isinstance(old, str) or not old:
+            raise WorkspaceError("old must be a non-empty string")
+        count = text.count(old)
+        if count != 1:
+            where = "does not occur" if count == 0 else f"occurs {count} times"
+            raise WorkspaceError(f"old {where} in {path!r}; it must occur exactly once "
+                                 "(include more surrounding lines to make it unique)")
+        self.write(path, text.replace(old, new, 1))
+        return text[: text.index(old)].count("\n") + 1

@@ -1,0 +1,51 @@
+"""Fused residual add + RMSNorm, as run between every pair of transformer sub-layers."""
+
+import torch
+
+from d2k_env.task import Roofline, Workload
+
+TITLE = "Fused residual add + RMSNorm"
+FAMILY = "normalisation"
+SOURCES = [
+    "vLLM model_executor/layers/layernorm.py (RMSNorm.forward with residual)",
+    "FlashAttention flash_attn/ops/triton/layer_norm.py (RMS mode with residual)",
+    "Liger-Kernel src/liger_kernel/ops/rms_norm.py",
+]
+DESCRIPTION = """
+Inputs: x [M, N] bf16, residual [M, N] bf16, weight [N] bf16. eps = 1e-6.
+Compute, per row, in fp32:
+    r = x + residual                      (then rounded to bf16: the new residual)
+    y = r * rsqrt(mean(r * r) + eps) * weight
+Return (y, r_bf16), both [M, N] bf16, as new tensors (inputs must not be modified).
+"""
+OUTPUTS = ["y", "residual_out"]
+EPS = 1e-6
+
+WORKLOADS = [
+    Workload("16384x4096", {"M": 16384, "N": 4096}),
+    Workload("8192x8192", {"M": 8192, "N": 8192}),
+    Workload("4096x7168", {"M": 4096, "N": 7168}),
+    Workload("64x8192", {"M": 64, "N": 8192}, launch_bound=True),
+]
+SMOKE_WORKLOADS = [
+    Workload("8x256", {"M": 8, "N": 256}),
+    Workload("5x200", {"M": 5, "N": 200}),
+    Workload("3x1000", {"M": 3, "N": 1000}),
+]
+ALLOWED_TORCH = ["empty", "empty_like", "empty_strided", "zeros", "zeros_like"]
+
+
+def make_inputs(w, gen, device):
+    M, N = w["M"], w["N"]
+    # Per-row scales spanning two orders of magnitude so normalisation really matters.
+    scale = torch.exp(torch.randn(M, 1, generator=gen, device=device) * 1.5)
+    x = (torch.randn(M, N, generator=gen, device=device) * scale).to(torch.bfloat16)
+    residual = (torch.randn(M, N, generator=gen, device=device) * scale).to(torch.bfloat16)
+    weight = (1.0 + 0.5 * torch.randn(N, generator=gen, device=device)).to(torch.bfloat16)
+    return x, residual, weight
+
+
+def roofline(w):
+    M, N = w["M"], w["N"]
+    # Read x and residual, write y and the new residual (bf16), read the weight once.
+    return Roofline(bytes=8 * M * N + 2 * N, flops=5 * M * N)

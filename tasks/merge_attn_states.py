@@ -1,0 +1,54 @@
+"""Merge two partial attention results (prefix and suffix) by their log-sum-exps."""
+
+import torch
+
+from d2k_env.task import Roofline, Workload
+
+TITLE = "Merge attention states"
+FAMILY = "attention"
+SOURCES = [
+    "vLLM vllm/attention/ops/triton_merge_attn_states.py",
+    "vLLM csrc/attention/merge_attn_states.cu",
+]
+DESCRIPTION = """
+Two attention passes over disjoint key sets (a cached prefix and a new suffix) produced, for each
+token t and head h, a normalised output and the log-sum-exp of its scores:
+    prefix_out [T, H, d] bf16, prefix_lse [H, T] fp32, suffix_out [T, H, d] bf16, suffix_lse [H, T] fp32.
+An LSE of +inf marks an empty partition: treat it as -inf (weight zero). The two never both are.
+Compute, with m = max(p_lse, s_lse):
+    w_p = exp(p_lse - m), w_s = exp(s_lse - m)
+    out[t, h]  = (w_p * prefix_out[t, h] + w_s * suffix_out[t, h]) / (w_p + w_s)     (in fp32)
+    lse[h, t]  = m + log(w_p + w_s)
+Return (out [T, H, d] bf16, lse [H, T] fp32).
+"""
+OUTPUTS = ["out", "lse"]
+
+WORKLOADS = [
+    Workload("8192x128x128", {"T": 8192, "H": 128, "d": 128}),
+    Workload("4096x64x128", {"T": 4096, "H": 64, "d": 128}),
+    Workload("16384x32x128", {"T": 16384, "H": 32, "d": 128}),
+]
+SMOKE_WORKLOADS = [
+    Workload("16x4x128", {"T": 16, "H": 4, "d": 128}),
+    Workload("37x3x64", {"T": 37, "H": 3, "d": 64}),
+]
+ALLOWED_TORCH = ["empty", "empty_like", "empty_strided"]
+
+
+def make_inputs(w, gen, device):
+    T, H, d = w["T"], w["H"], w["d"]
+    prefix_out = torch.randn(T, H, d, generator=gen, device=device).to(torch.bfloat16)
+    suffix_out = torch.randn(T, H, d, generator=gen, device=device).to(torch.bfloat16)
+    # Realistic LSE magnitudes, with the two partitions differing by up to ~10 nats.
+    prefix_lse = 5.0 + 3.0 * torch.randn(H, T, generator=gen, device=device)
+    suffix_lse = 5.0 + 3.0 * torch.randn(H, T, generator=gen, device=device)
+    # About 3% of (head, token) pairs have an empty prefix, as for tokens with no cached context.
+    empty = torch.rand(H, T, generator=gen, device=device) < 0.03
+    prefix_lse = torch.where(empty, torch.full_like(prefix_lse, float("inf")), prefix_lse)
+    return prefix_out, prefix_lse, suffix_out, suffix_lse
+
+
+def roofline(w):
+    T, H, d = w["T"], w["H"], w["d"]
+    # Two bf16 inputs read and one bf16 output written per element; two fp32 LSEs read, one written.
+    return Roofline(bytes=T * H * (6 * d + 12), flops=4 * T * H * d)

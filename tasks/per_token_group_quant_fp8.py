@@ -1,0 +1,78 @@
+"""Per-token-group fp8 quantisation of activations (groups of 128 along K), as before fp8 GEMMs."""
+
+import torch
+
+from d2k_env.task import CheckResult, Roofline, Workload
+
+TITLE = "Per-token-group fp8 quantisation"
+FAMILY = "quantization"
+SOURCES = [
+    "vLLM vllm/model_executor/layers/quantization/utils/fp8_utils.py (per_token_group_quant_fp8)",
+    "SGLang python/sglang/srt/layers/quantization/fp8_kernel.py",
+]
+GROUP = 128
+FP8_MAX = 448.0
+EPS = 1e-10
+DESCRIPTION = f"""
+Input: x [M, K] bf16, K a multiple of {GROUP}. Each row is split into groups of {GROUP} consecutive values.
+For every group g, in fp32:
+    scale[g] = max(amax(|x_g|), {EPS}) / {FP8_MAX}
+    q_g      = clamp(x_g / scale[g], -{FP8_MAX}, {FP8_MAX}) cast to float8_e4m3fn (round to nearest even)
+Return (q [M, K] float8_e4m3fn, scales [M, K/{GROUP}] fp32, row-major).
+Checked: scales to fp32 rounding; each fp8 value within one fp8 step of the expected value.
+"""
+OUTPUTS = ["q", "scales"]
+
+WORKLOADS = [
+    Workload("4096x7168", {"M": 4096, "K": 7168}),
+    Workload("64x7168", {"M": 64, "K": 7168}, launch_bound=True),
+    Workload("16384x8192", {"M": 16384, "K": 8192}),
+    Workload("32768x2048", {"M": 32768, "K": 2048}),
+]
+SMOKE_WORKLOADS = [
+    Workload("4x512", {"M": 4, "K": 512}),
+    Workload("7x384", {"M": 7, "K": 384}),
+]
+ALLOWED_TORCH = ["empty", "empty_like", "empty_strided", "float8_e4m3fn", "float32"]
+
+
+def make_inputs(w, gen, device):
+    M, K = w["M"], w["K"]
+    # Group magnitudes vary over four orders of magnitude, with occasional outliers, as activations do.
+    group_scale = torch.exp(2.0 * torch.randn(M, K // GROUP, 1, generator=gen, device=device))
+    x = torch.randn(M, K // GROUP, GROUP, generator=gen, device=device) * group_scale
+    outliers = torch.rand(M, K // GROUP, GROUP, generator=gen, device=device) < 0.002
+    x = torch.where(outliers, x * 20.0, x)
+    return (x.reshape(M, K).to(torch.bfloat16),)
+
+
+def roofline(w):
+    M, K = w["M"], w["K"]
+    # Read bf16 x, write fp8 q and one fp32 scale per group.
+    return Roofline(bytes=3 * M * K + 4 * M * K // GROUP, flops=3 * M * K)
+
+
+def _fp8_step(v):
+    """Spacing of float8_e4m3fn values around |v| (3 mantissa bits, subnormal step 2^-9)."""
+    exponent = torch.floor(torch.log2(v.abs().clamp(min=2.0 ** -6)))
+    return torch.exp2(exponent - 3)
+
+
+def check(outputs, expected, inputs):
+    q, scales = outputs
+    q_ref, scales_ref = expected
+    s_err = ((scales - scales_ref).abs() / scales_ref).max().item()
+    if not s_err <= 1e-5:
+        return CheckResult(False, f"scales differ: max relative error {s_err:.3g} > 1e-05", 0.0, s_err)
+    qf, rf = q.float(), q_ref.float()
+    if torch.isnan(qf).any():
+        return CheckResult(False, "q contains NaN")
+    err = (qf - rf).abs()
+    # x / scale and x * (1 / scale) may round to adjacent fp8 values; anything further is wrong.
+    bad = err > _fp8_step(rf)
+    rel = (err / rf.abs().clamp(min=2.0 ** -9)).max().item()
+    if bad.any():
+        n = int(bad.sum())
+        return CheckResult(False, f"q: {n} of {q.numel()} values more than one fp8 step off "
+                                  f"(max abs error {err.max().item():.3g})", err.max().item(), rel)
+    return CheckResult(True, "q within one fp8 step everywhere; scales match", err.max().item(), rel)

@@ -1,0 +1,29 @@
+import json
+
+import pytest
+import torch
+
+import d2k_env  # noqa: F401 - registers the environments
+from d2k_env.task import load_task, task_ids
+
+TASK_IDS = task_ids()
+HAS_GPU = torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_GPU:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def call(tool, **args):
+    """An action as JSON text, the way an agent sends it."""
+    return json.dumps({"tool": tool, "args": args})
+
+
+@pytest.fixture
+def rmsnorm_task():
+    return load_task("fused_add_rmsnorm")

@@ -1,0 +1,24 @@
+"""Wrong: forgets to multiply by the weight (correct residual, wrong y)."""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rmsnorm_no_weight(x_ptr, r_ptr, y_ptr, ro_ptr, N, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * N
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    s = tl.load(x_ptr + row + cols, mask=mask, other=0.0).to(tl.float32) + \
+        tl.load(r_ptr + row + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(ro_ptr + row + cols, s.to(tl.bfloat16), mask=mask)
+    rstd = 1.0 / tl.sqrt(tl.sum(s * s, axis=0) / N + eps)
+    tl.store(y_ptr + row + cols, (s * rstd).to(tl.bfloat16), mask=mask)
+
+
+def forward(x, residual, weight):
+    M, N = x.shape
+    y, r = torch.empty_like(x), torch.empty_like(x)
+    _rmsnorm_no_weight[(M,)](x, residual, y, r, N, 1e-6, BLOCK=triton.next_power_of_2(N))
+    return y, r
