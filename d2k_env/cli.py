@@ -20,7 +20,8 @@ def cmd_list(args) -> int:
     from d2k_env.task import load_task, task_ids
 
     table = Table(title="d2k-env tasks")
-    for col in ("task", "family", "GPU workloads", "smoke workloads"):
+    table.add_column("task", no_wrap=True)
+    for col in ("family", "GPU workloads", "smoke workloads"):
         table.add_column(col)
     for tid in task_ids():
         task = load_task(tid)
@@ -34,7 +35,9 @@ def cmd_show(args) -> int:
     import gymnasium as gym
 
     import d2k_env
+    from d2k_env.task import load_task
 
+    load_task(args.task)  # a clear error for an unknown task
     env = gym.make(d2k_env.env_id(args.task), backend=args.backend, guidance=args.guidance)
     obs, _ = env.reset(seed=0)
     print(obs)

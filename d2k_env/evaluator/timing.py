@@ -2,8 +2,8 @@
 
 Protocol: each side gets its own rotating input sets (never the warm-up set); before every timed
 call the L2 is flushed by writing a buffer twice its size, so numbers are cold-cache; CUDA events
-bracket the call and the whole device is synchronised before the end event is read; the two sides
-alternate A B, B A so drift hits both; repetitions continue until both medians have a relative
+bracket each call, queued in small batches, and the whole device is synchronised before a batch
+and before its end events are read; the two sides alternate A B, B A so drift hits both; repetitions continue until both medians have a relative
 standard error under ``target_rse`` or the time budget ends. Speedup = baseline median / candidate
 median, with a bootstrap interval over the paired samples.
 """
@@ -61,21 +61,31 @@ def _rse_of_median(samples: list[float]) -> float:
     return float(1.2533 * a.std(ddof=1) / math.sqrt(len(a)) / med) if len(a) > 1 and med > 0 else math.inf
 
 
-def _time_call(fn: Callable, args: Sequence, flush: L2Flusher) -> float:
-    flush()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn(*args)
-    end.record()
+def _time_batch(calls: Sequence[tuple[Callable, Sequence]], flush: L2Flusher) -> list[float]:
+    """Times each (fn, args) call, flushing the L2 before each.
+
+    The batch is queued without host synchronisation, so the GPU never idles waiting for the
+    host to launch the next call (per-call synchronisation would add host launch latency to every
+    sample); the device is synchronised before the batch and before any end event is read.
+    """
     torch.cuda.synchronize()
-    return start.elapsed_time(end)
+    events = []
+    for fn, args in calls:
+        flush()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(*args)
+        end.record()
+        events.append((start, end))
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) for start, end in events]
 
 
 def time_pair(baseline: Callable, candidate: Callable, baseline_sets: Sequence[Sequence],
               candidate_sets: Sequence[Sequence], warmup_set_b: Sequence, warmup_set_c: Sequence,
               flush: L2Flusher, budget_s: float = 3.0, target_rse: float = 0.005,
-              min_reps: int = 10, max_reps: int = 1000, seed: int = 0) -> PairTiming:
-    """Interleaved timing of two callables on their own input sets."""
+              min_reps: int = 10, max_reps: int = 1000, batch: int = 5, seed: int = 0) -> PairTiming:
+    """Interleaved timing of two callables on their own input sets, in batches of ``batch`` pairs."""
     for _ in range(3):
         baseline(*warmup_set_b)
         candidate(*warmup_set_c)
@@ -83,14 +93,17 @@ def time_pair(baseline: Callable, candidate: Callable, baseline_sets: Sequence[S
     tb: list[float] = []
     tc: list[float] = []
     deadline = time.perf_counter() + budget_s
-    for i in range(max_reps):
-        b_args, c_args = baseline_sets[i % len(baseline_sets)], candidate_sets[i % len(candidate_sets)]
-        if i % 2 == 0:
-            tb.append(_time_call(baseline, b_args, flush))
-            tc.append(_time_call(candidate, c_args, flush))
-        else:
-            tc.append(_time_call(candidate, c_args, flush))
-            tb.append(_time_call(baseline, b_args, flush))
+    while len(tb) < max_reps:
+        calls = []
+        for i in range(len(tb), len(tb) + batch):
+            b = (baseline, baseline_sets[i % len(baseline_sets)])
+            c = (candidate, candidate_sets[i % len(candidate_sets)])
+            calls += [b, c] if i % 2 == 0 else [c, b]  # A B, B A: drift hits both sides alike
+        samples = _time_batch(calls, flush)
+        for k, i in enumerate(range(len(tb), len(tb) + batch)):
+            first, second = samples[2 * k], samples[2 * k + 1]
+            tb.append(first if i % 2 == 0 else second)
+            tc.append(second if i % 2 == 0 else first)
         if len(tb) >= min_reps and (max(_rse_of_median(tb), _rse_of_median(tc)) < target_rse
                                     or time.perf_counter() > deadline):
             break

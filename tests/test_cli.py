@@ -1,0 +1,47 @@
+"""The d2k command, end to end on the CPU backend."""
+
+import json
+
+from d2k_env.cli import main
+from d2k_env.task import project_root
+
+ROOT = project_root()
+
+
+def test_list_shows_every_task_and_workload(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for needle in ("fused_add_rmsnorm", "merge_attn_states", "per_token_group_quant_fp8", "16384x4096",
+                   "normalisation", "quantization"):
+        assert needle in out
+
+
+def test_show_prints_the_prompt_with_chosen_guidance(capsys):
+    assert main(["show", "merge_attn_states", "--guidance", "L1+L2", "--backend", "interpreter"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# Task: merge_attn_states") and "layers shown: L1, L2" in out
+    assert "L3 - low-level" not in out
+
+
+def test_eval_reference_and_wrong_solution(capsys, tmp_path):
+    report = tmp_path / "r.json"
+    assert main(["eval", "fused_add_rmsnorm", str(ROOT / "references/fused_add_rmsnorm.py"), "--backend", "interpreter",
+                 "--json", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "PASSED" in out and "5x200" in out
+    assert json.loads(report.read_text())["correct"] is True
+    assert main(["eval", "fused_add_rmsnorm", 
+                 str(ROOT / "tests/solutions/wrong/fused_add_rmsnorm_no_weight.py"),
+                 "--backend", "interpreter"]) == 1
+    assert "FAILED: incorrect on workload(s)" in capsys.readouterr().out
+
+
+def test_demo_runs_a_rewarded_episode(capsys):
+    assert main(["demo", "per_token_group_quant_fp8", "--backend", "interpreter"]) == 0
+    out = capsys.readouterr().out
+    assert "step 5" in out and "Submitted. Reward: 1.0000" in out and "episode over after 5 steps" in out
+
+
+def test_unknown_task_is_a_clear_error(capsys):
+    assert main(["show", "nope"]) == 2
+    assert "unknown task 'nope'" in capsys.readouterr().out

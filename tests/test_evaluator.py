@@ -1,0 +1,92 @@
+"""The evaluator on the CPU backend: verdicts for broken solutions, isolation, and recovery."""
+
+import textwrap
+
+import pytest
+
+from d2k_env.evaluator import Evaluator
+from d2k_env.evaluator.checking import allclose_check, check_contract
+from d2k_env.task import load_task
+
+HEADER = "import torch\nimport triton\nimport triton.language as tl\n"
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    ev = Evaluator(load_task("fused_add_rmsnorm"), "interpreter", check_timeout_s=60)
+    yield ev
+    ev.close()
+
+
+def solution(tmp_path, body: str):
+    path = tmp_path / "solution.py"
+    path.write_text(HEADER + textwrap.dedent(body))
+    return path
+
+
+def test_syntax_error_is_reported_before_running(evaluator, tmp_path):
+    result = evaluator.evaluate(solution(tmp_path, "def forward(x, r, w)\n    return x\n"))
+    assert not result.correct and "failed to load" in result.error and "SyntaxError" in result.error
+
+
+def test_missing_forward(evaluator, tmp_path):
+    result = evaluator.evaluate(solution(tmp_path, "x = 1\n"))
+    assert "must define a function forward" in result.error
+
+
+def test_exception_in_forward_names_each_workload(evaluator, tmp_path):
+    result = evaluator.evaluate(solution(tmp_path, "def forward(x, r, w):\n    raise ValueError('boom')\n"))
+    assert result.error is None and len(result.workloads) == 3
+    assert all(not w.correct and "ValueError: boom" in w.message for w in result.workloads)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("def forward(x, r, w):\n    return x\n", "returned 1 value(s); expected 2"),
+    ("def forward(x, r, w):\n    return x.float(), r\n", "dtype torch.float32; expected torch.bfloat16"),
+    ("def forward(x, r, w):\n    return x[:1], r\n", "has shape"),
+    ("def forward(x, r, w):\n    return x.tolist(), r\n", "is a list, not a torch.Tensor"),
+])
+def test_output_contract(evaluator, tmp_path, body, message):
+    result = evaluator.evaluate(solution(tmp_path, body))
+    assert not result.correct and message in result.workloads[0].message
+
+
+def test_hang_is_killed_and_the_next_evaluation_works(tmp_path):
+    task = load_task("fused_add_rmsnorm")
+    ev = Evaluator(task, "interpreter", check_timeout_s=15)
+    result = ev.evaluate(solution(tmp_path, "def forward(x, r, w):\n    while True:\n        pass\n"))
+    assert not result.correct and "timed out after 15 s" in result.error
+    assert ev.evaluate(task.reference_path).correct
+    ev.close()
+
+
+def test_early_exit_is_a_failure_not_a_pass(evaluator, tmp_path):
+    body = "import os\nprint('PASSED: every workload correct')\ndef forward(x, r, w):\n    os._exit(0)\n"
+    result = evaluator.evaluate(solution(tmp_path, body))
+    assert not result.correct and "died" in result.error and "exit status 0" in result.error
+
+
+def test_output_flood_is_clipped(evaluator, tmp_path):
+    body = "def forward(x, r, w):\n    for _ in range(200000):\n        print('spam' * 20)\n    raise ValueError('x')\n"
+    result = evaluator.evaluate(solution(tmp_path, body))
+    assert len(result.output) < 5000 and "output clipped" in result.output
+
+
+def test_workspace_files_do_not_shadow_packages(evaluator, tmp_path):
+    (tmp_path / "torch.py").write_text("raise SystemExit('shadowed!')\n")
+    task = load_task("fused_add_rmsnorm")
+    sol = tmp_path / "solution.py"
+    sol.write_text(task.reference_path.read_text())
+    assert evaluator.evaluate(sol).correct
+
+
+def test_allclose_check_rejects_nan_and_reports_the_first_bad_element():
+    import torch
+    ref = torch.ones(4, 4)
+    out = ref.clone()
+    out[2, 3] = 1.5
+    verdict = allclose_check((out,), (ref,), ["y"])
+    assert not verdict.ok and "first at [2, 3]" in verdict.message
+    out[0, 0] = float("nan")
+    assert "NaN" in allclose_check((out,), (ref,), ["y"]).message
+    assert check_contract((ref,), (ref,), ["y"]) is None

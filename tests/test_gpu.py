@@ -1,0 +1,87 @@
+"""GPU tests (marked gpu): run on the H200, skipped elsewhere. Timing thresholds are deliberately
+loose: the committed results file holds the measured numbers."""
+
+import gymnasium as gym
+import pytest
+
+import d2k_env
+from conftest import TASK_IDS, call
+from d2k_env.evaluator import Evaluator
+from d2k_env.task import load_task, project_root
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module", params=TASK_IDS)
+def reference_result(request):
+    task = load_task(request.param)
+    ev = Evaluator(task, "cuda")
+    result = ev.evaluate(task.reference_path, "benchmark")
+    ev.close()
+    return task, result
+
+
+def test_reference_is_correct_and_faster_than_eager(reference_result):
+    task, result = reference_result
+    assert result.error is None, result.error + result.output
+    assert result.timed and [w.name for w in result.workloads] == [w.name for w in task.workloads]
+    for w in result.workloads:
+        assert w.correct, (w.name, w.message)
+        assert w.speedup > 1.0, (w.name, w.speedup)
+        assert 0 < w.roofline_fraction <= 1.0, (w.name, w.roofline_fraction)  # never below the floor
+
+
+def test_large_workloads_are_near_the_copy_roofline(reference_result):
+    task, result = reference_result
+    for w, spec in zip(result.workloads, task.workloads):
+        if not spec.launch_bound:
+            assert w.roofline_fraction > 0.75, (w.name, w.roofline_fraction)
+        else:
+            assert w.graph_solution_ms is not None and w.graph_solution_ms < w.solution_ms
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_profile_lists_the_reference_kernels(task_id):
+    task = load_task(task_id)
+    ev = Evaluator(task, "cuda")
+    result = ev.evaluate(task.reference_path, "profile", [task.workloads[0].name])
+    ev.close()
+    assert result.error is None and result.profile
+    assert any(row["kernel"].startswith("_") or "kernel" in row["kernel"] for row in result.profile)
+
+
+def test_wrong_solutions_fail_on_the_gpu():
+    task = load_task("fused_add_rmsnorm")
+    ev = Evaluator(task, "cuda")
+    result = ev.evaluate(project_root() / "tests/solutions/wrong/fused_add_rmsnorm_no_weight.py", "test")
+    ev.close()
+    assert result.error is None and not any(w.correct for w in result.workloads)
+
+
+def test_full_gpu_episode_is_rewarded_with_the_speedup():
+    env = gym.make(d2k_env.env_id("merge_attn_states"), backend="cuda", reward="speedup")
+    env.reset(seed=0)
+    source = load_task("merge_attn_states").reference_path.read_text()
+    env.step(call("write_file", path="solution.py", content=source))
+    obs, reward, terminated, truncated, info = env.step(call("submit"))
+    assert terminated and reward > 1.0, obs
+    assert info["evaluation"]["timed"] and "geomean speedup" in info["verdict"]
+    env.close()
+
+
+def test_illegal_memory_access_is_the_solutions_fault_and_the_next_evaluation_works(tmp_path):
+    bad = tmp_path / "solution.py"
+    bad.write_text(
+        "import torch, triton, triton.language as tl\n"
+        "@triton.jit\n"
+        "def k(p):\n"
+        "    tl.store(p + 1 << 40, 1.0)\n"
+        "def forward(x, r, w):\n"
+        "    k[(1,)](x)\n"
+        "    return x, r\n")
+    task = load_task("fused_add_rmsnorm")
+    ev = Evaluator(task, "cuda")
+    result = ev.evaluate(bad, "test")
+    assert not result.correct
+    assert ev.evaluate(task.reference_path, "test").correct
+    ev.close()

@@ -1,0 +1,232 @@
+"""bf16/fp8 under Triton's CPU interpreter with d2k_env.evaluator.interpreter_patch applied.
+
+Each check runs as a script in a fresh interpreter with TRITON_INTERPRET=1: Triton reads that
+variable when a kernel is decorated, and the patch changes the interpreter for the whole process,
+so neither may leak into the other test modules of this pytest process.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PRELUDE = """\
+import torch
+import triton
+import triton.language as tl
+from triton.runtime.interpreter import InterpreterBuilder
+
+from d2k_env.evaluator import interpreter_patch
+
+interpreter_patch.apply()
+wrapped = InterpreterBuilder.binary_op
+interpreter_patch.apply()
+assert InterpreterBuilder.binary_op is wrapped, "apply() is not idempotent"
+torch.manual_seed(0)
+
+
+def bits(t):
+    return t.view(torch.uint16 if t.element_size() == 2 else torch.uint8)
+
+
+def assert_bitwise(out, ref):
+    nan = ref.float().isnan()
+    assert torch.equal(out.float().isnan(), nan), "NaN positions differ"
+    bad = (bits(out) != bits(ref)) & ~nan
+    assert not bad.any(), f"{int(bad.sum())} mismatches, e.g. {ref.float()[bad][:8]} -> {out.float()[bad][:8]}"
+"""
+
+
+def run_interpreted(tmp_path, body):
+    script = tmp_path / "check.py"  # a file, not `-c`: @triton.jit needs the kernel's source
+    script.write_text(PRELUDE + textwrap.dedent(body))
+    env = {**os.environ, "TRITON_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_fp32_to_bf16_store_rounds_to_nearest_even(tmp_path):
+    run_interpreted(tmp_path, """
+        @triton.jit
+        def store_bf16(x_ptr, y_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(y_ptr + offs, tl.load(x_ptr + offs))  # implicit fp32 -> bf16 cast
+
+        # Random bit patterns, then the same upper halves with the lower 16 bits set to an exact
+        # tie (0x8000: even and odd neighbours), just below and just above a tie, and round-ups
+        # that carry into the exponent (mantissa all ones).
+        raw = torch.randint(-2**31, 2**31, (1024,), dtype=torch.int32)
+        upper = raw & ~0xFFFF
+        patterns = torch.cat([raw, upper | 0x8000, upper | 0x7FFF, upper | 0x8001, upper | 0x7FFFFF])
+        x = torch.cat([patterns.view(torch.float32),
+                       torch.tensor([3.4e38, -3.4e38, 1e-40, -1e-45, float("inf"), float("nan"), 0.0, -0.0])])
+        x = torch.cat([x, torch.zeros(8192 - x.numel())])
+        y = torch.empty(x.shape, dtype=torch.bfloat16)
+        store_bf16[(1,)](x, y, BLOCK=x.numel())
+        assert_bitwise(y, x.to(torch.bfloat16))
+    """)
+
+
+def test_bf16_elementwise_ops_compute_in_fp32_then_round(tmp_path):
+    run_interpreted(tmp_path, """
+        @triton.jit
+        def ops(x_ptr, y_ptr, add_ptr, sub_ptr, mul_ptr, fma_ptr, const_ptr, exp_ptr, lt_ptr, ge_ptr,
+                BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs)
+            y = tl.load(y_ptr + offs)
+            tl.store(add_ptr + offs, x + y)
+            tl.store(sub_ptr + offs, x - y)
+            tl.store(mul_ptr + offs, x * y)
+            tl.store(fma_ptr + offs, tl.fma(x, y, x))
+            tl.store(const_ptr + offs, x * 1.5 + tl.full([BLOCK], 0.25, tl.bfloat16))
+            # tl.exp rejects bf16 (on the GPU too): kernels upcast, then round the result.
+            tl.store(exp_ptr + offs, tl.exp(x.to(tl.float32)).to(tl.bfloat16))
+            tl.store(lt_ptr + offs, (x < y).to(tl.int8))
+            tl.store(ge_ptr + offs, (x >= -y).to(tl.int8))
+
+        n = 4096
+        x = (torch.randn(n) * 4).to(torch.bfloat16)
+        y = (torch.randn(n) * 4).to(torch.bfloat16)
+        add, sub, mul, fma, const, exp = (torch.empty(n, dtype=torch.bfloat16) for _ in range(6))
+        lt, ge = torch.empty(n, dtype=torch.int8), torch.empty(n, dtype=torch.int8)
+        ops[(1,)](x, y, add, sub, mul, fma, const, exp, lt, ge, BLOCK=n)
+        xf, yf = x.float(), y.float()
+        assert_bitwise(add, (xf + yf).to(torch.bfloat16))
+        assert_bitwise(sub, (xf - yf).to(torch.bfloat16))
+        assert_bitwise(mul, (xf * yf).to(torch.bfloat16))
+        assert_bitwise(fma, (xf * yf + xf).to(torch.bfloat16))
+        assert_bitwise(const, ((xf * 1.5).to(torch.bfloat16).float() + 0.25).to(torch.bfloat16))
+        assert torch.equal(lt, (x < y).to(torch.int8))
+        assert torch.equal(ge, (x >= -y).to(torch.int8))
+        # numpy's and torch's fp32 exp differ by an ulp or two, which flips the bf16 rounding of
+        # results next to a tie (exp(6.84375) = 938.00002, halfway between 936 and 940): 1 bf16 ulp.
+        torch.testing.assert_close(exp.float(), xf.exp().to(torch.bfloat16).float(), rtol=2**-7, atol=0)
+    """)
+
+
+def test_fp32_to_fp8_rounds_and_saturates(tmp_path):
+    run_interpreted(tmp_path, """
+        @triton.jit
+        def to_fp8(x_ptr, e4_ptr, e5_ptr, e4_fnuz_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs)
+            tl.store(e4_ptr + offs, x.to(tl.float8e4nv))
+            tl.store(e5_ptr + offs, x.to(tl.float8e5))
+            tl.store(e4_fnuz_ptr + offs, x.to(tl.float8e4b8))
+
+        # Magnitudes from fp8 subnormals to past the largest finite values, random signs, plus
+        # values whose rounding carries into the exponent and exact ties.
+        mags = torch.exp2(torch.empty(4000).uniform_(-20, 17))
+        special = [126.88, 126.9, 31.97, 239.9, 1.0625, 1.1875, 2**-9 * 1.5, 2**-9 * 2.5, 447.0, 449.0,
+                   464.0, 61439.0, 61440.0, 1e6, float("inf"), float("nan")]
+        x = torch.cat([mags * (torch.randint(0, 2, (4000,)) * 2 - 1), torch.tensor(special), -torch.tensor(special)])
+        x = torch.cat([x, torch.zeros(8192 - x.numel())])
+        e4 = torch.empty(x.shape, dtype=torch.float8_e4m3fn)
+        e5 = torch.empty(x.shape, dtype=torch.float8_e5m2)
+        e4_fnuz = torch.empty(x.shape, dtype=torch.float8_e4m3fnuz)
+        to_fp8[(1,)](x, e4, e5, e4_fnuz, BLOCK=x.numel())
+
+        # Hopper's cvt.rn.satfinite: nearest even, out-of-range values (and inf) clamp to +-max.
+        assert_bitwise(e4, x.clamp(-448, 448).to(torch.float8_e4m3fn))
+        assert_bitwise(e5, x.clamp(-57344, 57344).to(torch.float8_e5m2))
+        assert_bitwise(e4_fnuz, x.clamp(-240, 240).to(torch.float8_e4m3fnuz))
+        assert e4.float()[:4000].abs().max() == 448 and e5.float()[:4000].abs().max() == 57344
+        e4_special = e4[4000:4000 + len(special)].float().tolist()
+        assert e4_special[:5] == [128.0, 128.0, 32.0, 240.0, 1.0], e4_special
+        assert e4_special[8:15] == [448.0] * 7, e4_special
+    """)
+
+
+def test_bf16_fp8_casts(tmp_path):
+    run_interpreted(tmp_path, """
+        @triton.jit
+        def casts(x_ptr, e4_ptr, back_ptr, e5_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs)
+            e4 = x.to(tl.float8e4nv)
+            tl.store(e4_ptr + offs, e4)
+            tl.store(back_ptr + offs, e4.to(tl.bfloat16))
+            tl.store(e5_ptr + offs, x.to(tl.float8e5))
+
+        n = 4096
+        x = (torch.randn(n) * torch.exp2(torch.empty(n).uniform_(-8, 10))).to(torch.bfloat16)
+        e4 = torch.empty(n, dtype=torch.float8_e4m3fn)
+        e5 = torch.empty(n, dtype=torch.float8_e5m2)
+        back = torch.empty(n, dtype=torch.bfloat16)
+        casts[(1,)](x, e4, back, e5, BLOCK=n)
+        ref = x.float().clamp(-448, 448).to(torch.float8_e4m3fn)
+        assert_bitwise(e4, ref)
+        assert_bitwise(back, ref.to(torch.bfloat16))
+        assert_bitwise(e5, x.float().to(torch.float8_e5m2))
+    """)
+
+
+def test_int_bf16_casts(tmp_path):
+    run_interpreted(tmp_path, """
+        @triton.jit
+        def casts(i_ptr, bf_ptr, back_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            b = tl.load(i_ptr + offs).to(tl.bfloat16)
+            tl.store(bf_ptr + offs, b)
+            tl.store(back_ptr + offs, (b * 1.5).to(tl.int32))
+
+        n = 4096
+        i = torch.cat([torch.randint(-300, 300, (n // 2,)), torch.randint(-2**24, 2**24, (n // 2,))]).int()
+        bf = torch.empty(n, dtype=torch.bfloat16)
+        back = torch.empty(n, dtype=torch.int32)
+        casts[(1,)](i, bf, back, BLOCK=n)
+        ref = i.to(torch.bfloat16)
+        assert_bitwise(bf, ref)
+        assert torch.equal(back, (ref.float() * 1.5).to(torch.bfloat16).to(torch.int32))
+    """)
+
+
+def test_bf16_reductions(tmp_path):
+    run_interpreted(tmp_path, """
+        @triton.jit
+        def reduce(x_ptr, max_ptr, min_ptr, sum_ptr, R: tl.constexpr, C: tl.constexpr):
+            rows = tl.arange(0, R)
+            x = tl.load(x_ptr + rows[:, None] * C + tl.arange(0, C)[None, :])
+            tl.store(max_ptr + rows, tl.max(x, axis=1))
+            tl.store(min_ptr + rows, tl.min(x, axis=1))
+            tl.store(sum_ptr + rows, tl.sum(x, axis=1))
+
+        R, C = 16, 128
+        # tl.max/tl.min promote bf16 to fp32 in the frontend; tl.sum reduces the bf16 values.
+        # Multiples of 1/8: every fp32 partial sum is exact, so the result does not depend on the
+        # summation order, and the row sums (up to ~2000) still need rounding to bf16.
+        x = (torch.randint(-128, 129, (R, C)) / 8).to(torch.bfloat16)
+        mx, mn, sm = (torch.empty(R, dtype=torch.bfloat16) for _ in range(3))
+        reduce[(1,)](x, mx, mn, sm, R=R, C=C)
+        assert_bitwise(mx, x.max(dim=1).values)
+        assert_bitwise(mn, x.min(dim=1).values)
+        assert_bitwise(sm, x.float().sum(dim=1).to(torch.bfloat16))
+    """)
+
+
+def test_bf16_dot_accumulates_in_fp32(tmp_path):
+    run_interpreted(tmp_path, """
+        @triton.jit
+        def matmul(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, BK: tl.constexpr):
+            rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, BK)
+            acc = tl.zeros((M, N), dtype=tl.float32)
+            for k in range(0, K, BK):
+                a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+                b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
+                acc += tl.dot(a, b)
+            tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
+        M, N, K = 32, 32, 64
+        a = torch.randn(M, K).to(torch.bfloat16)
+        b = torch.randn(K, N).to(torch.bfloat16)
+        c = torch.empty(M, N)
+        matmul[(1,)](a, b, c, M=M, N=N, K=K, BK=32)
+        # bf16 products are exact in fp32; only the fp32 summation order differs.
+        torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-5, atol=1e-5)
+    """)
