@@ -61,7 +61,7 @@ def _rse_of_median(samples: list[float]) -> float:
     return float(1.2533 * a.std(ddof=1) / math.sqrt(len(a)) / med) if len(a) > 1 and med > 0 else math.inf
 
 
-def _time_batch(calls: Sequence[tuple[Callable, Sequence]], flush: L2Flusher) -> list[float]:
+def time_batch(calls: Sequence[tuple[Callable, Sequence]], flush: L2Flusher) -> list[float]:
     """Times each (fn, args) call, flushing the L2 before each.
 
     The batch is queued without host synchronisation, so the GPU never idles waiting for the
@@ -99,7 +99,7 @@ def time_pair(baseline: Callable, candidate: Callable, baseline_sets: Sequence[S
             b = (baseline, baseline_sets[i % len(baseline_sets)])
             c = (candidate, candidate_sets[i % len(candidate_sets)])
             calls += [b, c] if i % 2 == 0 else [c, b]  # A B, B A: drift hits both sides alike
-        samples = _time_batch(calls, flush)
+        samples = time_batch(calls, flush)
         for k, i in enumerate(range(len(tb), len(tb) + batch)):
             first, second = samples[2 * k], samples[2 * k + 1]
             tb.append(first if i % 2 == 0 else second)
