@@ -35,7 +35,7 @@ def test_large_workloads_are_near_the_copy_roofline(reference_result):
     task, result = reference_result
     for w, spec in zip(result.workloads, task.workloads):
         if not spec.launch_bound:
-            assert w.roofline_fraction > 0.75, (w.name, w.roofline_fraction)
+            assert w.roofline_fraction > 0.7, (w.name, w.roofline_fraction)
         else:
             assert w.graph_solution_ms is not None and w.graph_solution_ms < w.solution_ms
 
