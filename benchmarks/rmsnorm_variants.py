@@ -123,5 +123,62 @@ def main():
                   f"i64={i64}", flush=True)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and not __import__("os").environ.get("HARNESS"):
     main()
+
+
+@triton.jit
+def _two_pass_staged(x_ptr, r_ptr, w_ptr, y_ptr, ro_ptr, N, eps, CHUNK: tl.constexpr, STAGES: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * N
+    cols = tl.arange(0, CHUNK)
+    acc = tl.zeros([CHUNK], dtype=tl.float32)
+    for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+        s = tl.load(x_ptr + row + start + cols, eviction_policy="evict_last").to(tl.float32) + \
+            tl.load(r_ptr + row + start + cols, eviction_policy="evict_last").to(tl.float32)
+        acc += s * s
+    rstd = tl.rsqrt(tl.sum(acc, axis=0) / N + eps)
+    for start in tl.range(0, N, CHUNK, num_stages=STAGES):
+        s = tl.load(x_ptr + row + start + cols, eviction_policy="evict_first").to(tl.float32) + \
+            tl.load(r_ptr + row + start + cols, eviction_policy="evict_first").to(tl.float32)
+        w = tl.load(w_ptr + start + cols, eviction_policy="evict_last").to(tl.float32)
+        tl.store(y_ptr + row + start + cols, (s * rstd * w).to(tl.bfloat16))
+        tl.store(ro_ptr + row + start + cols, s.to(tl.bfloat16))
+
+
+def harness_comparison():
+    """Each candidate against torch.compile under the evaluator's own protocol (time_pair)."""
+    from d2k_env.evaluator.timing import L2Flusher, time_pair
+    from d2k_env.task import load_task
+
+    task = load_task("fused_add_rmsnorm")
+    ref = load("references/fused_add_rmsnorm.py", "ref")
+    compiled = torch.compile(load("baselines/fused_add_rmsnorm.py", "b2").forward, dynamic=False)
+    flush = L2Flusher(torch.device("cuda"))
+
+    def masked(x, r, w):
+        M, N = x.shape
+        y, ro = torch.empty_like(x), torch.empty_like(x)
+        _two_pass[(M,)](x, r, w, y, ro, M, N, 1e-6, BLOCK_M=1, CHUNK=4096, num_warps=16)
+        return y, ro
+
+    def staged(stages, chunk=4096, warps=16):
+        def fwd(x, r, w):
+            M, N = x.shape
+            y, ro = torch.empty_like(x), torch.empty_like(x)
+            _two_pass_staged[(M,)](x, r, w, y, ro, N, 1e-6, CHUNK=chunk, STAGES=stages, num_warps=warps)
+            return y, ro
+        return fwd
+
+    candidates = {"reference": ref.forward, "masked": masked, "stages1": staged(1), "stages2": staged(2),
+                  "stages1_c2048": staged(1, 2048), "stages3_c2048": staged(3, 2048)}
+    for w in task.workloads[:2]:
+        sets = lambda s: [task.make_inputs(w, torch.Generator("cuda").manual_seed(s + k), "cuda") for k in range(3)]
+        a, b = sets(0), sets(10)
+        for name, fn in candidates.items():
+            p = time_pair(compiled, fn, a, b, a[0], b[0], flush, budget_s=1.5)
+            print(f"{w.name:<12} {name:<14} compile {p.baseline.median_ms:.4f} cand {p.candidate.median_ms:.4f} "
+                  f"x{p.speedup:.3f} ({p.speedup_ci[0]:.3f}-{p.speedup_ci[1]:.3f})", flush=True)
+
+
+if __name__ == "__main__" and __import__("os").environ.get("HARNESS"):
+    harness_comparison()

@@ -28,7 +28,9 @@ def test_reference_is_correct_and_faster_than_eager(reference_result):
     for w in result.workloads:
         assert w.correct, (w.name, w.message)
         assert w.speedup > 1.0, (w.name, w.speedup)
-        assert 0 < w.roofline_fraction <= 1.0, (w.name, w.roofline_fraction)  # never below the floor
+        # The floor comes from ceilings measured in the same process (best of 20 copies/reads), so an
+        # honest kernel can land a few percent past it; never far past.
+        assert 0 < w.roofline_fraction <= 1.05, (w.name, w.roofline_fraction)
 
 
 def test_large_workloads_are_near_the_copy_roofline(reference_result):
