@@ -87,3 +87,14 @@ def test_illegal_memory_access_is_the_solutions_fault_and_the_next_evaluation_wo
     assert not result.correct
     assert ev.evaluate(task.reference_path, "test").correct
     ev.close()
+
+
+def test_unchanged_code_is_not_recompiled(tmp_path):
+    task = load_task("merge_attn_states")
+    ev = Evaluator(task, "cuda", cache_dir=tmp_path)
+    assert ev.evaluate(task.reference_path, "test").correct
+    first = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert any(p.suffix == ".cubin" for p in first)
+    assert ev.evaluate(task.reference_path, "test").correct
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()) == first
+    ev.close()
