@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import triton
 
-from d2k_env.evaluator.checking import allclose_check, as_tuple
+from d2k_env.evaluator.checking import as_tuple, verdict_for
 import numpy as np
 
 from d2k_env.evaluator.timing import L2Flusher, time_batch, graph_time, measure_ceilings, time_pair
@@ -44,8 +44,7 @@ def bench_task(task_id: str, ceilings: dict, flush: L2Flusher, budget_s: float) 
         check_in = inputs(0)
         expected = as_tuple(baseline.forward(*[x.clone() for x in check_in]))
         out = as_tuple(reference.forward(*check_in))
-        verdict = (task.checker(out, expected, check_in) if task.checker
-                   else allclose_check(out, expected, task.outputs))
+        verdict = verdict_for(task, out, expected, check_in)
         sets_a, sets_b, sets_c = ([inputs(s + k) for k in range(3)] for s in (10, 20, 30))
         warm = inputs(99)
         vs_eager = time_pair(baseline.forward, reference.forward, sets_a, sets_b, warm, warm, flush, budget_s)

@@ -13,9 +13,10 @@ Spec module contract (``tasks/<id>.py``):
 ``TITLE``, ``FAMILY``, ``SOURCES`` (list of str), ``DESCRIPTION`` (what ``forward`` computes),
 ``WORKLOADS`` and ``SMOKE_WORKLOADS`` (lists of :class:`Workload`), ``OUTPUTS`` (output names),
 ``ALLOWED_TORCH`` (torch attributes a solution may call: allocation, views, queries),
+optionally ``IN_PLACE_INPUTS`` (indices of inputs the task updates in place),
 ``make_inputs(workload, gen, device) -> tuple`` (``gen`` is a ``torch.Generator`` or ``None`` on
 the ``meta`` device), ``roofline(workload) -> Roofline``, and optionally
-``check(outputs, expected, inputs) -> CheckResult`` replacing :func:`d2k_env.checking.allclose_check`.
+``check(outputs, expected, inputs) -> CheckResult`` replacing :func:`d2k_env.evaluator.checking.allclose_check`.
 """
 
 from __future__ import annotations
@@ -113,6 +114,10 @@ class Task:
     @property
     def allowed_torch(self) -> frozenset[str]:
         return frozenset(self.spec.ALLOWED_TORCH)
+
+    @property
+    def in_place_inputs(self) -> frozenset[int]:
+        return frozenset(getattr(self.spec, "IN_PLACE_INPUTS", ()))
 
     @property
     def spec_path(self) -> Path:

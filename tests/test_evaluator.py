@@ -4,16 +4,32 @@ import textwrap
 
 import pytest
 
-from d2k_env.evaluator import Evaluator
+from d2k_env.evaluator import Evaluator, PhaseLimits
 from d2k_env.evaluator.checking import allclose_check, check_contract
 from d2k_env.task import load_task
 
-HEADER = "import torch\nimport triton\nimport triton.language as tl\n"
+# A policy-abiding preamble: a copy kernel that forward bodies below launch as copy(src, dst).
+HEADER = textwrap.dedent("""
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def _copy(src, dst, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
+    def copy(src, dst):
+        _copy[(triton.cdiv(src.numel(), 1024),)](src, dst, src.numel(), BLOCK=1024)
+        return dst
+""")
 
 
 @pytest.fixture(scope="module")
 def evaluator():
-    ev = Evaluator(load_task("fused_add_rmsnorm"), "interpreter", check_timeout_s=60)
+    ev = Evaluator(load_task("fused_add_rmsnorm"), "interpreter", limits=PhaseLimits(default=60))
     yield ev
     ev.close()
 
@@ -26,25 +42,29 @@ def solution(tmp_path, body: str):
 
 def test_syntax_error_is_reported_before_running(evaluator, tmp_path):
     result = evaluator.evaluate(solution(tmp_path, "def forward(x, r, w)\n    return x\n"))
-    assert not result.correct and "failed to load" in result.error and "SyntaxError" in result.error
+    assert not result.correct and "[syntax]" in result.error and "nothing was run" in result.error
 
 
 def test_missing_forward(evaluator, tmp_path):
     result = evaluator.evaluate(solution(tmp_path, "x = 1\n"))
-    assert "must define a function forward" in result.error
+    assert "[policy]" in result.error and "must define a module-level function forward" in result.error
 
 
 def test_exception_in_forward_names_each_workload(evaluator, tmp_path):
-    result = evaluator.evaluate(solution(tmp_path, "def forward(x, r, w):\n    raise ValueError('boom')\n"))
+    body = "def forward(x, r, w):\n    copy(x, torch.empty_like(x))\n    raise ValueError('boom')\n"
+    result = evaluator.evaluate(solution(tmp_path, body))
     assert result.error is None and len(result.workloads) == 3
     assert all(not w.correct and "ValueError: boom" in w.message for w in result.workloads)
 
 
 @pytest.mark.parametrize("body, message", [
-    ("def forward(x, r, w):\n    return x\n", "returned 1 value(s); expected 2"),
-    ("def forward(x, r, w):\n    return x.float(), r\n", "dtype torch.float32; expected torch.bfloat16"),
-    ("def forward(x, r, w):\n    return x[:1], r\n", "has shape"),
-    ("def forward(x, r, w):\n    return x.tolist(), r\n", "is a list, not a torch.Tensor"),
+    ("def forward(x, r, w):\n    return copy(x, torch.empty_like(x))\n", "returned 1 value(s); expected 2"),
+    ("def forward(x, r, w):\n    y = torch.empty(x.shape, dtype=torch.float32, device=x.device)\n"
+     "    return copy(x, y), copy(r, torch.empty_like(r))\n", "dtype torch.float32; expected torch.bfloat16"),
+    ("def forward(x, r, w):\n    return copy(x, torch.empty_like(x))[:1], copy(r, torch.empty_like(r))\n",
+     "has shape"),
+    ("def forward(x, r, w):\n    return [copy(x, torch.empty_like(x))], copy(r, torch.empty_like(r))\n",
+     "[output-type] output 'y' is a list"),
 ])
 def test_output_contract(evaluator, tmp_path, body, message):
     result = evaluator.evaluate(solution(tmp_path, body))
@@ -53,21 +73,32 @@ def test_output_contract(evaluator, tmp_path, body, message):
 
 def test_hang_is_killed_and_the_next_evaluation_works(tmp_path):
     task = load_task("fused_add_rmsnorm")
-    ev = Evaluator(task, "interpreter", check_timeout_s=15)
-    result = ev.evaluate(solution(tmp_path, "def forward(x, r, w):\n    while True:\n        pass\n"))
-    assert not result.correct and "timed out after 15 s" in result.error
+    ev = Evaluator(task, "interpreter", limits=PhaseLimits({"check": 15}))
+    body = "def forward(x, r, w):\n    while True:\n        copy(x, torch.empty_like(x))\n"
+    result = ev.evaluate(solution(tmp_path, body))
+    assert not result.correct and "phase 'check' of workload 8x256 exceeded its 15 s limit" in result.error
     assert ev.evaluate(task.reference_path).correct
     ev.close()
 
 
 def test_early_exit_is_a_failure_not_a_pass(evaluator, tmp_path):
-    body = "import os\nprint('PASSED: every workload correct')\ndef forward(x, r, w):\n    os._exit(0)\n"
+    body = "print('PASSED: every workload correct')\ndef forward(x, r, w):\n    copy(x, torch.empty_like(x))\n" \
+           "    raise SystemExit(0)\n"
     result = evaluator.evaluate(solution(tmp_path, body))
-    assert not result.correct and "died" in result.error and "exit status 0" in result.error
+    assert not result.correct and all("SystemExit" in w.message for w in result.workloads)
+
+
+def test_behind_the_policy_a_hard_exit_is_still_a_failure(evaluator, tmp_path, monkeypatch):
+    """Defence in depth: were the static policy bypassed, os._exit still cannot forge a pass."""
+    monkeypatch.setattr("d2k_env.evaluator.check_solution", lambda source, allowed: [])
+    body = "import os\nprint('PASSED')\ndef forward(x, r, w):\n    os._exit(0)\n"
+    result = evaluator.evaluate(solution(tmp_path, body))
+    assert not result.correct and "died (exit status 0) before reporting" in result.error
 
 
 def test_output_flood_is_clipped(evaluator, tmp_path):
-    body = "def forward(x, r, w):\n    for _ in range(200000):\n        print('spam' * 20)\n    raise ValueError('x')\n"
+    body = "def forward(x, r, w):\n    copy(x, torch.empty_like(x))\n    for _ in range(200000):\n" \
+           "        print('spam' * 20)\n    raise ValueError('x')\n"
     result = evaluator.evaluate(solution(tmp_path, body))
     assert len(result.output) < 5000 and "output clipped" in result.output
 

@@ -6,17 +6,19 @@ the task's smoke workloads; correctness only) and ``auto`` (``cuda`` when a GPU 
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import tempfile
 from pathlib import Path
 
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult
-from d2k_env.evaluator.sandbox import run_worker
+from d2k_env.evaluator.policy import check_solution
+from d2k_env.evaluator.sandbox import PhaseLimits, run_worker
 from d2k_env.task import Task
 
 BACKENDS = ("auto", "cuda", "interpreter")
 
-__all__ = ["BACKENDS", "EvalResult", "Evaluator", "WorkloadResult", "resolve_backend"]
+__all__ = ["BACKENDS", "EvalResult", "Evaluator", "PhaseLimits", "WorkloadResult", "resolve_backend"]
 
 
 def resolve_backend(backend: str) -> str:
@@ -31,18 +33,20 @@ def resolve_backend(backend: str) -> str:
 class Evaluator:
     """Evaluates solution files for one task on one backend.
 
-    ``cache_dir`` holds the Triton cache, so unchanged kernels are not recompiled between
-    evaluations; ceilings (copy bandwidth, GEMM rate) measured by the first timed evaluation are
-    reused by later ones.
+    Every evaluation: the static policy on the source (violations score 0 before anything runs),
+    then a solution process (runs, times, saves outputs), then a check process that never sees the
+    solution (expected outputs, comparison). ``cache_dir`` holds the Triton cache, so unchanged
+    kernels are not recompiled between evaluations; ceilings (bandwidth, GEMM rate) measured by the
+    first timed evaluation are reused by later ones.
     """
 
     def __init__(self, task: Task, backend: str = "auto", cache_dir: str | Path | None = None,
-                 check_timeout_s: float = 300.0, timed_timeout_s: float = 900.0, time_budget_s: float = 3.0):
+                 limits: PhaseLimits | None = None, time_budget_s: float = 3.0):
         self.task = task
         self.backend = resolve_backend(backend)
         self._own_cache = None if cache_dir else tempfile.TemporaryDirectory(prefix="d2k-triton-")
         self.cache_dir = Path(cache_dir or self._own_cache.name)
-        self.check_timeout_s, self.timed_timeout_s = check_timeout_s, timed_timeout_s
+        self.limits = limits or PhaseLimits()
         self.time_budget_s = time_budget_s
         self.ceilings: dict[str, float] | None = None
 
@@ -62,27 +66,49 @@ class Evaluator:
         if mode == "profile" and not self.can_time:
             return EvalResult(mode, self.backend, error="profiling needs a GPU: the interpreter backend "
                                                         "runs kernels on the CPU and cannot time them")
-        req = EvalRequest(task_id=self.task.id, root=str(self.task.root), solution_path=str(solution_path),
-                          mode=mode, device="cuda" if self.can_time else "cpu", workloads=names,
-                          smoke=not self.can_time, seed=secrets.randbits(63) if seed is None else seed,
-                          time_budget_s=self.time_budget_s, ceilings=self.ceilings)
-        timed = mode in ("benchmark", "submit", "profile") and self.can_time
-        timeout = self.timed_timeout_s if timed else self.check_timeout_s
-        outcome = run_worker(req, timeout_s=timeout, triton_cache=self.cache_dir,
-                             interpret=not self.can_time)
+        violations = check_solution(Path(solution_path).read_text(errors="replace"), self.task.allowed_torch)
+        if violations:
+            return EvalResult(mode, self.backend, error="[policy] solution.py breaks the rules; nothing was run:\n"
+                                                        + "\n".join(map(str, violations)))
+        with tempfile.TemporaryDirectory(prefix="d2k-outputs-") as outputs_dir:
+            req = EvalRequest(task_id=self.task.id, root=str(self.task.root), solution_path=str(solution_path),
+                              mode=mode, device="cuda" if self.can_time else "cpu", workloads=names,
+                              smoke=not self.can_time, seed=secrets.randbits(63) if seed is None else seed,
+                              time_budget_s=self.time_budget_s, ceilings=self.ceilings, outputs_dir=outputs_dir)
+            result = self._run(req)
+            if result.error is None and mode != "profile" and any(w.correct for w in result.workloads):
+                passed = [w.name for w in result.workloads if w.correct]
+                check = self._run(dataclasses.replace(req, role="check", workloads=passed))
+                result = merge_check(result, check)
+        if result.ceilings and self.ceilings is None:
+            self.ceilings = result.ceilings
+        return result
+
+    def _run(self, req: EvalRequest) -> EvalResult:
+        outcome = run_worker(req, limits=self.limits, triton_cache=self.cache_dir, interpret=not self.can_time)
         if outcome.result is None:
-            if outcome.timed_out:
-                why = f"evaluation timed out after {timeout:.0f} s (a hang, or far too slow); it was killed"
-            else:
-                why = f"the evaluation process died (exit status {outcome.returncode}) before reporting"
-            result = EvalResult(mode, self.backend, error=why)
+            who = "the evaluation" if req.role == "solution" else "the check of the saved outputs"
+            why = (f"{who} was killed: {outcome.stopped}" if outcome.stopped else
+                   f"{who} process died (exit status {outcome.returncode}) before reporting")
+            result = EvalResult(req.mode, self.backend, error=why)
         else:
             result = EvalResult.from_dict(outcome.result)
-            if result.ceilings and self.ceilings is None:
-                self.ceilings = result.ceilings
         result.output = outcome.output
         return result
 
     def close(self) -> None:
         if self._own_cache is not None:
             self._own_cache.cleanup()
+
+
+def merge_check(result: EvalResult, check: EvalResult) -> EvalResult:
+    """The solution run's result with each workload's correctness taken from the check process."""
+    if check.error is not None:
+        result.error = check.error
+        return result
+    verdicts = {w.name: w for w in check.workloads}
+    for w in result.workloads:
+        v = verdicts.get(w.name)
+        if w.correct and v is not None:
+            w.correct, w.message, w.max_abs_err, w.max_rel_err = v.correct, v.message, v.max_abs_err, v.max_rel_err
+    return result

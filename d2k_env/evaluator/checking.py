@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from d2k_env.task import CheckResult
+from d2k_env.task import CheckResult, Task
 
 # (atol, rtol) per output dtype. bf16 keeps 8 mantissa bits, so one rounding step is ~0.4% relative;
 # two tolerated steps, plus fp32 reassociation, fit inside 2e-2. A half-precision downgrade of an
@@ -19,6 +19,26 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 
 def as_tuple(out) -> tuple:
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def verdict_for(task: Task, outputs: tuple, expected: tuple, inputs: tuple) -> CheckResult:
+    """The full correctness verdict: contract, degenerate outputs, then the task's checker."""
+    problem = check_contract(outputs, expected, task.outputs) or degenerate_output(outputs, expected, task.outputs)
+    if problem:
+        return CheckResult(False, problem)
+    if task.checker:
+        return task.checker(outputs, expected, inputs)
+    return allclose_check(outputs, expected, task.outputs)
+
+
+def degenerate_output(outputs, expected, names: list[str]) -> str | None:
+    """An output with no variation where the expected one varies (a constant fill, say)."""
+    for name, out, ref in zip(names, outputs, expected):
+        if ref.numel() > 1 and out.numel() > 1:
+            o, r = out.reshape(-1).double(), ref.reshape(-1).double()
+            if bool((o == o[0]).all()) and not bool((r == r[0]).all()):
+                return f"[degenerate] output {name!r} is constant ({o[0].item():g}) where the expected output varies"
+    return None
 
 
 def check_contract(outputs, expected, names: list[str]) -> str | None:

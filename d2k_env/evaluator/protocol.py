@@ -8,14 +8,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Mode = Literal["test", "benchmark", "submit", "profile"]
+Role = Literal["solution", "check"]
 
 
 @dataclass
 class EvalRequest:
-    """One evaluation of a solution file.
+    """One evaluation of a solution file, or the check of its saved outputs.
 
-    ``seed`` is secret: the worker mixes it into every workload's input seed, and it never reaches
-    the solution (it travels on the worker's stdin, never in argv, environment or files).
+    ``role="solution"`` runs the solution and saves its outputs under ``outputs_dir``;
+    ``role="check"`` (a separate process that never imports the solution) computes the expected
+    outputs and compares. ``seed`` is secret: the worker mixes it into every workload's input seed,
+    and it never reaches the solution (it travels on stdin, never in argv, environment or files).
     """
 
     task_id: str
@@ -28,6 +31,8 @@ class EvalRequest:
     seed: int
     time_budget_s: float = 3.0
     ceilings: dict[str, float] | None = None
+    role: Role = "solution"
+    outputs_dir: str = ""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

@@ -1,8 +1,15 @@
-"""Evaluation worker: runs in a child process, one evaluation per process.
+"""Evaluation workers: each runs in a child process, one evaluation per process.
 
 Usage (by :mod:`d2k_env.evaluator.sandbox` only): ``python -m d2k_env.evaluator.worker FD`` with the
-JSON :class:`EvalRequest` on stdin. The JSON :class:`EvalResult` is written to file descriptor FD,
+JSON :class:`EvalRequest` on stdin. Progress and the result are JSON lines on file descriptor FD,
 the harness's own channel: whatever the solution prints goes to stdout/stderr and never counts.
+
+Two roles, two processes:
+
+- ``solution`` imports the solution (after the harness's guards are in place), runs it on each
+  workload's check inputs, times it against the baseline, and saves its outputs;
+- ``check`` never imports the solution: it regenerates the same inputs, computes the baseline's
+  expected outputs and compares. Expected outputs never exist where the solution runs.
 """
 
 from __future__ import annotations
@@ -13,15 +20,21 @@ import json
 import os
 import sys
 import traceback
+from pathlib import Path
 from types import ModuleType
 
 import torch
 
-from d2k_env.evaluator.checking import allclose_check, as_tuple, check_contract
+from d2k_env.evaluator.checking import as_tuple, verdict_for
+from d2k_env.evaluator.guards import LaunchCounter, TorchWorkGuard, harness_fingerprint, output_problems
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, WorkloadResult
 from d2k_env.task import Task, Workload, load_task
 
 TIMED_SETS = 3
+# Share of the solution's GPU time that must be spent in its own Triton kernels. Allocation
+# launches no kernels, so an honest solution sits near 100%; the slack admits a zero-fill of an
+# accumulator. A solution doing its work in torch ops lands far below.
+MIN_OWN_KERNEL_SHARE = 0.75
 
 
 def derive_seed(secret: int, *parts: object) -> int:
@@ -42,9 +55,28 @@ def short_traceback(exc: BaseException, limit_chars: int = 3000) -> str:
     return text if len(text) <= limit_chars else "...\n" + text[-limit_chars:]
 
 
-class Worker:
-    def __init__(self, req: EvalRequest):
-        self.req = req
+def outputs_file(req: EvalRequest, workload: str, kind: str) -> Path:
+    return Path(req.outputs_dir) / f"{hashlib.sha256(workload.encode()).hexdigest()[:16]}-{kind}.pt"
+
+
+class Channel:
+    """JSON lines to the parent: phase changes (for per-phase time limits), then the result."""
+
+    def __init__(self, fd: int):
+        self.f = os.fdopen(fd, "w")
+
+    def phase(self, phase: str, workload: str = "") -> None:
+        self.f.write(json.dumps({"phase": phase, "workload": workload}) + "\n")
+        self.f.flush()
+
+    def result(self, result: dict) -> None:
+        self.f.write(json.dumps({"result": result}) + "\n")
+        self.f.close()
+
+
+class Run:
+    def __init__(self, req: EvalRequest, channel: Channel):
+        self.req, self.channel = req, channel
         self.task: Task = load_task(req.task_id, req.root)
         self.device = torch.device("cuda" if req.device == "cuda" else "cpu")
         self.baseline = load_module(str(self.task.baseline_path), "d2k_baseline")
@@ -53,13 +85,21 @@ class Worker:
                                            "python": sys.version.split()[0]})
         if self.device.type == "cuda":
             self.result.device_name = torch.cuda.get_device_name(self.device)
+        self.workloads = [self.task.workload(n, smoke=req.smoke) for n in req.workloads]
 
     def inputs(self, w: Workload, *role: object) -> tuple:
         gen = torch.Generator(device=self.device)
         gen.manual_seed(derive_seed(self.req.seed, self.task.id, w.name, *role))
         return self.task.make_inputs(w, gen, self.device)
 
+
+class SolutionRun(Run):
     def run(self) -> EvalResult:
+        self.channel.phase("load")
+        self.guard = TorchWorkGuard(self.task.allowed_torch)
+        self.launches = LaunchCounter(self.req.solution_path, self.guard)
+        self.launches.install()
+        fingerprint = harness_fingerprint()
         try:
             solution = load_module(self.req.solution_path, "solution")
             forward = getattr(solution, "forward", None)
@@ -68,43 +108,75 @@ class Worker:
         except BaseException as exc:  # noqa: BLE001 - anything the solution does at import is its fault
             self.result.error = f"solution.py failed to load:\n{short_traceback(exc)}"
             return self.result
-        workloads = [self.task.workload(n, smoke=self.req.smoke) for n in self.req.workloads]
         if self.req.mode == "profile":
-            self.result.profile = self.profile(forward, workloads[0])
+            self.channel.phase("profile", self.workloads[0].name)
+            self.result.profile = self.profile(forward, self.workloads[0])
             return self.result
         timed = self.req.mode in ("benchmark", "submit") and self.device.type == "cuda"
         if timed:
+            self.channel.phase("ceilings")
             self.result.ceilings = self.req.ceilings or _measure_ceilings(self.device)
         faulted = None
-        for w in workloads:
+        for w in self.workloads:
             if faulted:
                 self.result.workloads.append(WorkloadResult(w.name, False, f"not run: {faulted}"))
                 continue
-            wr = self.check(forward, w)
+            self.channel.phase("check", w.name)
+            wr = self.run_check_inputs(forward, w)
             if wr.correct and timed:
+                self.channel.phase("time", w.name)
                 self.time(forward, w, wr)
             self.result.workloads.append(wr)
             if not wr.correct and self.device.type == "cuda" and _device_broken():
                 faulted = f"the GPU context was lost during workload {w.name}"
+        if harness_fingerprint() != fingerprint:
+            self.result.error = "[tampering] the solution replaced functions the harness relies on"
         self.result.timed = timed
         return self.result
 
-    def check(self, forward, w: Workload) -> WorkloadResult:
+    def call(self, forward, inputs: tuple) -> tuple:
+        out = as_tuple(forward(*inputs))
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        return out
+
+    def run_check_inputs(self, forward, w: Workload) -> WorkloadResult:
+        """Run on the check inputs under the guards and save the outputs for the checker."""
         inputs = self.inputs(w, "check")
-        expected = as_tuple(self.baseline.forward(*[x.clone() for x in inputs]))
+        pristine = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
+        before = self.launches.own_launches
         try:
-            outputs = as_tuple(forward(*inputs))
-            if self.device.type == "cuda":
-                torch.cuda.synchronize()
+            with self.guard:
+                outputs = self.call(forward, inputs)
         except BaseException as exc:  # noqa: BLE001
             return WorkloadResult(w.name, False, f"forward raised:\n{short_traceback(exc)}")
-        problem = check_contract(outputs, expected, self.task.outputs)
+        if self.guard.forbidden:
+            ops = ", ".join(sorted(set(self.guard.forbidden))[:5])
+            return WorkloadResult(w.name, False, f"[torch-work] forward ran torch operators outside Triton "
+                                                 f"kernels ({ops}); only allocation and views are allowed")
+        if self.launches.own_launches == before:
+            return WorkloadResult(w.name, False, "[no-kernel] forward launched no @triton.jit kernel defined in "
+                                                 "solution.py")
+        problem = output_problems(outputs, inputs, pristine, self.task.in_place_inputs, self.task.outputs)
         if problem:
             return WorkloadResult(w.name, False, problem)
-        checker = self.task.checker
-        verdict = checker(outputs, expected, inputs) if checker else allclose_check(outputs, expected,
-                                                                                     self.task.outputs)
-        return WorkloadResult(w.name, verdict.ok, verdict.message, verdict.max_abs_err, verdict.max_rel_err)
+        if self.device.type == "cuda":
+            share = self.own_kernel_share(forward, inputs)
+            if share is not None and share < MIN_OWN_KERNEL_SHARE:
+                return WorkloadResult(w.name, False, f"[profiler-coverage] only {share:.0%} of forward's GPU time "
+                                                     f"is in solution.py's own Triton kernels (at least "
+                                                     f"{MIN_OWN_KERNEL_SHARE:.0%} required)")
+        torch.save([o.detach().cpu() for o in outputs], outputs_file(self.req, w.name, "check"))
+        return WorkloadResult(w.name, True, "ran; outputs saved for the checker")
+
+    def own_kernel_share(self, forward, inputs: tuple) -> float | None:
+        """Fraction of forward's GPU kernel time spent in kernels launched from solution.py."""
+        own = self.launches.own_names
+        rows = self.kernel_times(forward, inputs, calls=1)
+        total = sum(r["us_per_call"] for r in rows)
+        if total <= 0:
+            return None
+        return sum(r["us_per_call"] for r in rows if r["kernel"] in own) / total
 
     def time(self, forward, w: Workload, wr: WorkloadResult) -> None:
         from d2k_env.evaluator.timing import L2Flusher, graph_time, time_pair
@@ -116,9 +188,12 @@ class Worker:
             pair = time_pair(self.baseline.forward, forward, base_sets, cand_sets, warm_b, warm_c,
                              L2Flusher(self.device), budget_s=self.req.time_budget_s,
                              seed=derive_seed(self.req.seed, "bootstrap"))
+            # After every timed call: the outputs on a timed input set go to the checker too.
+            late = self.call(forward, cand_sets[0])
         except BaseException as exc:  # noqa: BLE001
             wr.correct, wr.message = False, f"forward raised while being timed:\n{short_traceback(exc)}"
             return
+        torch.save([o.detach().cpu() for o in late], outputs_file(self.req, w.name, "timed"))
         wr.baseline_ms, wr.solution_ms = pair.baseline.median_ms, pair.candidate.median_ms
         wr.baseline_spread, wr.solution_spread = pair.baseline.spread, pair.candidate.spread
         wr.speedup, wr.speedup_ci, wr.repetitions = pair.speedup, pair.speedup_ci, pair.repetitions
@@ -129,25 +204,45 @@ class Worker:
             wr.graph_baseline_ms = graph_time(self.baseline.forward, base_sets[0])
             wr.graph_solution_ms = graph_time(forward, cand_sets[0])
 
-    def profile(self, forward, w: Workload) -> list[dict]:
+    def kernel_times(self, forward, inputs: tuple, calls: int) -> list[dict]:
         from torch.autograd import DeviceType
         from torch.profiler import ProfilerActivity, profile
 
-        inputs = self.inputs(w, "profile")
-        forward(*inputs)
-        torch.cuda.synchronize()
-        calls = 5
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(calls):
                 forward(*inputs)
             torch.cuda.synchronize()
-        rows = []
-        for e in prof.key_averages():
-            if e.device_type == DeviceType.CUDA:
-                rows.append({"kernel": e.key, "calls": e.count // calls,
-                             "us_per_call": e.device_time_total / calls})
-        rows.sort(key=lambda r: -r["us_per_call"])
-        return rows
+        rows = [{"kernel": e.key, "calls": e.count // calls, "us_per_call": e.device_time_total / calls}
+                for e in prof.key_averages() if e.device_type == DeviceType.CUDA]
+        return sorted(rows, key=lambda r: -r["us_per_call"])
+
+    def profile(self, forward, w: Workload) -> list[dict]:
+        inputs = self.inputs(w, "profile")
+        self.call(forward, inputs)
+        return self.kernel_times(forward, inputs, calls=5)
+
+
+class CheckRun(Run):
+    """Compares saved solution outputs with the baseline's, in a process without the solution."""
+
+    def run(self) -> EvalResult:
+        for w in self.workloads:
+            self.channel.phase("verify", w.name)
+            wr = self.verify(w, "check", self.inputs(w, "check"))
+            timed_file = outputs_file(self.req, w.name, "timed")
+            if wr.correct and timed_file.exists():
+                late = self.verify(w, "timed", self.inputs(w, "time-solution", 0))
+                if not late.correct:
+                    wr = WorkloadResult(w.name, False, f"[late-corruption] outputs after the timed calls are "
+                                                       f"wrong: {late.message}", late.max_abs_err, late.max_rel_err)
+            self.result.workloads.append(wr)
+        return self.result
+
+    def verify(self, w: Workload, kind: str, inputs: tuple) -> WorkloadResult:
+        expected = as_tuple(self.baseline.forward(*inputs))
+        outputs = tuple(o.to(self.device) for o in torch.load(outputs_file(self.req, w.name, kind)))
+        v = verdict_for(self.task, outputs, expected, inputs)
+        return WorkloadResult(w.name, v.ok, v.message, v.max_abs_err, v.max_rel_err)
 
 
 def _triton_version() -> str:
@@ -172,14 +267,13 @@ def _measure_ceilings(device: torch.device) -> dict[str, float]:
 
 
 def main() -> None:
-    channel = os.fdopen(int(sys.argv[1]), "w")
+    channel = Channel(int(sys.argv[1]))
     req = EvalRequest.from_json(sys.stdin.read())
     if req.device == "cpu":
         from d2k_env.evaluator import interpreter_patch
         interpreter_patch.apply()
-    result = Worker(req).run()
-    channel.write(json.dumps(result.to_dict()))
-    channel.close()
+    run = SolutionRun(req, channel) if req.role == "solution" else CheckRun(req, channel)
+    channel.result(run.run().to_dict())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,100 @@
+"""Runtime guards around a solution's ``forward``, installed by the worker before the solution is
+imported (so the solution can only ever see the harness's versions of what they wrap).
+
+- :class:`TorchWorkGuard` records every aten operator ``forward`` runs outside Triton kernel
+  launches; only allocation, views and the task's allowed torch calls may run there.
+- :class:`LaunchCounter` counts launches of kernels defined in the solution file, and pauses the
+  torch guard while a launch runs (the interpreter moves tensors with aten ops of its own).
+- :func:`harness_fingerprint` snapshots the functions timing relies on, to detect tampering.
+- :func:`output_problems` checks exact tensor types, aliasing of inputs and input mutation.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# aten operators that allocate or make views: never the task's work.
+VIEW_AND_ALLOCATION_OPS = frozenset({
+    "view", "_unsafe_view", "reshape", "t", "unsqueeze", "squeeze", "slice", "select", "transpose", "permute",
+    "expand", "split", "split_with_sizes", "unbind", "alias", "as_strided", "detach", "unflatten", "narrow",
+    "movedim", "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "lift_fresh",
+})
+
+
+class TorchWorkGuard(TorchDispatchMode):
+    """Records aten operators outside :data:`VIEW_AND_ALLOCATION_OPS` and the task's allow-list."""
+
+    def __init__(self, allowed: frozenset[str]):
+        super().__init__()
+        self.allowed = VIEW_AND_ALLOCATION_OPS | allowed
+        self.forbidden: list[str] = []
+        self.paused = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not self.paused and func.overloadpacket.__name__ not in self.allowed:
+            self.forbidden.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+class LaunchCounter:
+    """Wraps Triton's launch entry points to count launches of the solution's own kernels."""
+
+    def __init__(self, solution_path: str, guard: TorchWorkGuard):
+        self.solution_path = solution_path
+        self.guard = guard
+        self.own_launches = 0
+        self.own_names: set[str] = set()
+
+    def install(self) -> None:
+        from triton.runtime import interpreter, jit
+
+        for cls in (jit.JITFunction, interpreter.InterpretedFunction):
+            cls.run = self._wrap(cls.run)
+
+    def _wrap(self, run):
+        counter = self
+
+        def counted_run(kernel, *args, **kwargs):
+            fn = getattr(kernel, "fn", None)
+            if getattr(getattr(fn, "__code__", None), "co_filename", None) == counter.solution_path:
+                counter.own_launches += 1
+                counter.own_names.add(fn.__name__)
+            counter.guard.paused += 1
+            try:
+                return run(kernel, *args, **kwargs)
+            finally:
+                counter.guard.paused -= 1
+
+        return counted_run
+
+
+def harness_fingerprint() -> dict[str, int]:
+    """Identities of the functions the timing and checking code calls through module attributes."""
+    targets = {
+        "torch.cuda.synchronize": torch.cuda.synchronize, "torch.cuda.Event": torch.cuda.Event,
+        "torch.cuda.Event.record": torch.cuda.Event.record,
+        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+        "torch.equal": torch.equal, "torch.allclose": torch.allclose, "torch.save": torch.save,
+        "torch.Tensor.clone": torch.Tensor.clone, "torch.Tensor.cpu": torch.Tensor.cpu,
+        "time.perf_counter": time.perf_counter,
+    }
+    return {name: id(obj) for name, obj in targets.items()}
+
+
+def output_problems(outputs: tuple, inputs: tuple, pristine: tuple, in_place: frozenset[int], names: list[str]
+                    ) -> str | None:
+    """Exact tensor type, no storage shared with an input, inputs unchanged. None when fine."""
+    for name, out in zip(names, outputs):
+        if type(out) is not torch.Tensor:
+            return f"[output-type] output {name!r} is a {type(out).__name__}, not a torch.Tensor"
+    input_storages = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
+    for name, out in zip(names, outputs):
+        if out.untyped_storage().data_ptr() in input_storages:
+            return f"[aliasing] output {name!r} shares storage with an input; return new tensors"
+    for i, (x, before) in enumerate(zip(inputs, pristine)):
+        if i not in in_place and isinstance(x, torch.Tensor) and not torch.equal(x, before):
+            return f"[input-mutation] input {i} was modified by forward; inputs must stay unchanged"
+    return None

@@ -1,0 +1,234 @@
+"""Static policy for solution.py, checked on the syntax tree before anything runs.
+
+A solution must define ``forward``, and ``forward`` must (directly or through helpers defined in
+the file) launch a ``@triton.jit`` kernel defined in the file. Host code may use torch only for
+what the task allows (allocation, views, reshapes, shape and dtype queries): the work itself
+belongs in Triton kernels. Everything that could reach the harness (introspection, dynamic
+import, processes, threads, files, streams and graphs) is refused. Each violation names its rule
+and line; any violation scores 0.
+
+Triton kernel bodies are exempt from the torch rules (they are compiled by Triton, not run as
+Python), but not from the import and introspection rules, which apply to the whole file.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+import torch
+
+ALLOWED_MODULES = frozenset({"torch", "triton", "math", "functools", "typing", "itertools", "operator",
+                             "dataclasses", "enum", "numbers", "__future__"})
+
+# Builtins that reach interpreter internals, files or code objects, or dodge the checks above.
+FORBIDDEN_BUILTINS = frozenset({"__import__", "eval", "exec", "compile", "open", "getattr", "setattr", "delattr",
+                                "globals", "locals", "vars", "breakpoint", "input", "exit", "quit"})
+
+# torch attributes any solution may use: types, dtypes and device queries.
+ALWAYS_ALLOWED_TORCH = frozenset({
+    "Tensor", "Size", "device", "dtype", "finfo", "iinfo", "is_tensor",
+    "float16", "half", "bfloat16", "float32", "float", "float64", "double", "float8_e4m3fn", "float8_e5m2",
+    "float8_e4m3fnuz", "float8_e5m2fnuz", "int8", "uint8", "int16", "int32", "int", "int64", "long", "bool",
+    "cuda.get_device_properties", "cuda.current_device", "cuda.device_count", "cuda.is_available",
+    "cuda.get_device_capability",
+})
+
+# Tensor methods host code may call: views, reshapes and shape/layout queries. Every other
+# method torch.Tensor has computes, copies, synchronises or mutates.
+ALLOWED_TENSOR_METHODS = frozenset({
+    "view", "view_as", "reshape", "reshape_as", "contiguous", "is_contiguous", "stride", "size", "dim", "ndimension",
+    "numel", "nelement", "element_size", "data_ptr", "storage_offset", "get_device", "unsqueeze", "squeeze",
+    "flatten", "unflatten", "transpose", "permute", "t", "expand", "expand_as", "as_strided", "narrow", "select",
+    "unbind", "chunk", "split", "movedim", "new_empty", "new_empty_strided", "is_floating_point",
+})
+TENSOR_METHODS = frozenset(n for n in dir(torch.Tensor) if not n.startswith("__"))
+
+JIT_DECORATORS = frozenset({"jit", "autotune", "heuristics"})
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: [{self.rule}] {self.message}"
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """'a.b.c' for a Name/Attribute chain, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _decorator_name(node: ast.AST) -> str:
+    target = node.func if isinstance(node, ast.Call) else node
+    return (_dotted(target) or "").rsplit(".", 1)[-1]
+
+
+class _Checker(ast.NodeVisitor):
+    def __init__(self, allowed_torch: frozenset[str], forbidden_imports: frozenset[str]):
+        self.allowed_torch = ALWAYS_ALLOWED_TORCH | allowed_torch
+        self.forbidden_imports = forbidden_imports
+        self.violations: list[Violation] = []
+        self.aliases: dict[str, str] = {}  # local name -> fully qualified module or object
+        self.in_kernel = False
+
+    def flag(self, rule: str, node: ast.AST, message: str) -> None:
+        self.violations.append(Violation(rule, getattr(node, "lineno", 0), message))
+
+    # -- imports -----------------------------------------------------------------------------------
+    def _check_module(self, name: str, node: ast.AST) -> bool:
+        root = name.split(".")[0]
+        if root in self.forbidden_imports:
+            self.flag("forbidden-import", node, f"importing {name!r} is not allowed: a solution may not use "
+                                                "the task's baseline or reference, or d2k_env")
+            return False
+        if root not in ALLOWED_MODULES:
+            self.flag("forbidden-import", node, f"importing {name!r} is not allowed; allowed modules: "
+                                                f"{', '.join(sorted(ALLOWED_MODULES))}")
+            return False
+        return True
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for a in node.names:
+            if self._check_module(a.name, node):
+                self.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level:
+            self.flag("forbidden-import", node, "relative imports are not allowed")
+            return
+        if self._check_module(node.module or "", node):
+            for a in node.names:
+                if a.name == "*":
+                    self.flag("forbidden-import", node, "star imports are not allowed")
+                else:
+                    self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                    self._check_torch_name(f"{node.module}.{a.name}", node)
+
+    # -- torch use in host code ----------------------------------------------------------------------
+    def _resolve(self, dotted: str) -> str:
+        head, _, rest = dotted.partition(".")
+        full = self.aliases.get(head)
+        return dotted if full is None else (f"{full}.{rest}" if rest else full)
+
+    def _check_torch_name(self, full: str, node: ast.AST) -> None:
+        if self.in_kernel or not (full == "torch" or full.startswith("torch.")):
+            return
+        rel = full[len("torch."):] if full != "torch" else ""
+        if rel and rel not in self.allowed_torch:
+            self.flag("torch-work", node, f"torch.{rel} is not allowed in host code; the work must be done by "
+                                          f"Triton kernels (allowed here: {', '.join(sorted(self.allowed_torch))})")
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr.startswith("__") and node.attr.endswith("__"):
+            self.flag("introspection", node, f"dunder attribute {node.attr!r} is not allowed")
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            target = self._resolve(_dotted(node.value) or "")
+            if target.split(".")[0] in ("torch", "triton", "builtins", "math"):
+                self.flag("tampering", node, f"assigning attributes of {target!r} is not allowed")
+        dotted = _dotted(node)
+        if dotted is not None:
+            root = dotted.split(".")[0]
+            if root in FORBIDDEN_BUILTINS and root not in self.aliases:
+                self.flag("introspection", node, f"the builtin {root!r} is not allowed")
+            self._check_torch_name(self._resolve(dotted), node)
+            return  # the chain's prefixes are not separate uses
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in FORBIDDEN_BUILTINS and node.id not in self.aliases:
+            self.flag("introspection", node, f"the builtin {node.id!r} is not allowed")
+        elif node.id.startswith("__") and node.id.endswith("__") and node.id not in ("__name__",):
+            self.flag("introspection", node, f"{node.id!r} is not allowed")
+        else:
+            self._check_torch_name(self._resolve(node.id), node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if not self.in_kernel and isinstance(func, ast.Attribute) and func.attr in TENSOR_METHODS \
+                and func.attr not in ALLOWED_TENSOR_METHODS:
+            base = _dotted(func.value)
+            base_root = self._resolve(base).split(".")[0] if base else None
+            if base_root not in ALLOWED_MODULES:
+                self.flag("torch-work", node, f"the tensor method .{func.attr}() is not allowed in host code "
+                                              "(only views, reshapes and shape queries are); do the work in a "
+                                              "Triton kernel")
+        self.generic_visit(node)
+
+    # -- structure -----------------------------------------------------------------------------------
+    def visit_Try(self, node: ast.AST) -> None:
+        self.flag("try-except", node, "try/except is not allowed: a failing kernel must fail, not fall back")
+        self.generic_visit(node)
+
+    visit_TryStar = visit_Try
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        for d in node.decorator_list:
+            self.visit(d)
+        kernel = any(_decorator_name(d) in JIT_DECORATORS for d in node.decorator_list)
+        outer, self.in_kernel = self.in_kernel, self.in_kernel or kernel
+        for child in node.body:
+            self.visit(child)
+        for default in node.args.defaults + node.args.kw_defaults:
+            if default is not None:
+                self.visit(default)
+        self.in_kernel = outer
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Global(self, node: ast.Global) -> None:
+        self.flag("introspection", node, "global statements are not allowed")
+
+    visit_Nonlocal = visit_Global
+
+
+def _launch_graph(tree: ast.Module) -> str | None:
+    """Why forward launches no kernel defined in the file, or None when it does."""
+    functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    kernels = {name for name, f in functions.items()
+               if any(_decorator_name(d) in JIT_DECORATORS for d in f.decorator_list)}
+    if "forward" not in functions:
+        return "solution.py must define a module-level function forward(*inputs)"
+    if not kernels:
+        return "solution.py defines no @triton.jit kernel"
+    seen, stack = set(), ["forward"]
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in functions or name in kernels:
+            continue
+        seen.add(name)
+        for node in ast.walk(functions[name]):
+            if isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name) and func.value.id in kernels:
+                    return None  # kernel[grid](...)
+                if isinstance(func, ast.Name):
+                    stack.append(func.id)
+    return (f"forward never launches a @triton.jit kernel defined in solution.py "
+            f"(kernels defined: {', '.join(sorted(kernels))}; launch one as kernel[grid](...))")
+
+
+def check_solution(source: str, allowed_torch: frozenset[str] = frozenset(),
+                   forbidden_imports: frozenset[str] = frozenset({"d2k_env", "baseline", "reference"})
+                   ) -> list[Violation]:
+    """All policy violations in ``source`` (empty when the solution may run)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return [Violation("syntax", exc.lineno or 0, f"SyntaxError: {exc.msg}")]
+    checker = _Checker(allowed_torch, forbidden_imports)
+    checker.visit(tree)
+    problem = _launch_graph(tree)
+    if problem:
+        checker.violations.append(Violation("no-kernel", 1, problem))
+    return sorted(checker.violations, key=lambda v: v.line)
