@@ -35,6 +35,9 @@ TIMED_SETS = 3
 # launches no kernels, so an honest solution sits near 100%; the slack admits a zero-fill of an
 # accumulator. A solution doing its work in torch ops lands far below.
 MIN_OWN_KERNEL_SHARE = 0.75
+# A time below the roofline floor is impossible; the floor comes from ceilings measured on the
+# machine (best of 20), whose noise is a few percent, so only times 10% under it are rejected.
+ROOFLINE_SLACK = 0.10
 
 
 def derive_seed(secret: int, *parts: object) -> int:
@@ -200,6 +203,10 @@ class SolutionRun(Run):
         c = self.result.ceilings
         wr.roofline_ms = self.task.roofline(w).floor_ms(c["bandwidth_gbs"], c["tflops"])
         wr.roofline_fraction = wr.roofline_ms / wr.solution_ms
+        if wr.solution_ms < (1 - ROOFLINE_SLACK) * wr.roofline_ms:
+            wr.correct = False
+            wr.message = (f"[below-roofline] {wr.solution_ms:.4f} ms is under the roofline floor of this workload "
+                          f"({wr.roofline_ms:.4f} ms): the work cannot have been done")
         if w.launch_bound:
             wr.graph_baseline_ms = graph_time(self.baseline.forward, base_sets[0])
             wr.graph_solution_ms = graph_time(forward, cand_sets[0])
