@@ -36,7 +36,7 @@ def format_result(result: EvalResult, title: str = "") -> str:
                          f"{'95% CI':>13} {'roofline':>8}")
         for w in result.workloads:
             ok = "yes" if w.correct else "NO"
-            if result.timed and w.speedup is not None:
+            if result.timed and w.correct and w.speedup is not None:
                 ci = f"{w.speedup_ci[0]:.2f}-{w.speedup_ci[1]:.2f}" if w.speedup_ci else "-"
                 lines.append(f"{w.name:<16} {ok:<3} {_fmt(w.baseline_ms, '11.4f')} {_fmt(w.solution_ms, '11.4f')} "
                              f"{w.speedup:7.2f}x {ci:>13} {_fmt(w.roofline_fraction, '8.0%')}")
