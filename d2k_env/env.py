@@ -9,8 +9,8 @@ terminates the episode. A bad action is an ordinary step whose observation expla
 
 from __future__ import annotations
 
+import json
 import secrets
-import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -45,6 +45,27 @@ def forward(*inputs):
         "them, with write_file or str_replace, then call run_tests."
     )
 '''
+
+
+def _action_text(action: Any) -> str:
+    try:
+        return json.dumps(action)
+    except (TypeError, ValueError):
+        return repr(action)
+
+
+def replay(state: dict[str, Any], **env_kwargs: Any) -> "KernelEnv":
+    """A new env at the same point as ``state``: reset with the same seed, then every action again.
+
+    Evaluations run again (``submit`` on fresh secret inputs), so files and file-tool observations
+    match exactly, and timings are measured anew.
+    """
+    env = KernelEnv(state["task_id"], backend=state["backend"], guidance=tuple(state["guidance"]),
+                    reward=state["reward"], **env_kwargs)
+    env.reset(seed=state["seed"])
+    for action in state["actions"]:
+        env.step(action)
+    return env
 
 
 def parse_guidance(guidance: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
@@ -97,6 +118,8 @@ class KernelEnv(gym.Env):
         self._terminated = False
         self._last_observation = ""
         self._episode_layers = self.guidance_layers
+        self._reset_seed: int | None = None
+        self._actions: list[str] = []
 
     # -- Gymnasium API -------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -118,6 +141,8 @@ class KernelEnv(gym.Env):
         self._evaluator.ceilings = self._ceilings
         self._steps = 0
         self._terminated = False
+        self._reset_seed = seed
+        self._actions = []
         note = rewards.NOTES[self.reward_kind] + ("" if self._evaluator.can_time else rewards.INTERPRETER_NOTE)
         prompt = build_prompt(self.task, self._episode_layers, baseline_source, self.backend, MAX_STEPS, note)
         return self._observe(prompt), self._info()
@@ -129,6 +154,7 @@ class KernelEnv(gym.Env):
             text = "The episode has ended (the solution was submitted). Call reset() to start a new one."
             return self._observe(text), 0.0, True, False, self._info(error="episode already ended")
         self._steps += 1
+        self._actions.append(action if isinstance(action, str) else _action_text(action))
         info: dict[str, Any] = {}
         reward = 0.0
         try:
@@ -147,6 +173,16 @@ class KernelEnv(gym.Env):
                 reward = rewards.submission_reward(self.reward_kind, result)
                 text += f"\n\nSubmitted. Reward: {reward:.4f} ({self.reward_kind})."
         return self._observe(text), float(reward), self._terminated, False, {**self._info(), **info}
+
+    def state(self) -> dict[str, Any]:
+        """The episode so far as plain JSON-able data: configuration, reset seed, every action taken
+        and the workspace's files. :func:`replay` rebuilds the episode from it."""
+        if self.workspace is None:
+            raise gym.error.ResetNeeded("call reset() before state()")
+        return {"task_id": self.task.id, "backend": self.backend, "guidance": list(self._episode_layers),
+                "reward": self.reward_kind, "seed": self._reset_seed, "steps": self._steps,
+                "terminated": self._terminated, "actions": list(self._actions),
+                "files": {path: self.workspace.read(path) for path, _ in self.workspace.list_files()}}
 
     def render(self) -> str | None:
         return self._last_observation if self.render_mode == "ansi" else None

@@ -178,3 +178,19 @@ def test_bad_constructor_arguments_fail_loudly():
         KernelEnv("fused_add_rmsnorm", backend="tpu")
     with pytest.raises(KeyError, match="unknown task"):
         KernelEnv("no_such_task")
+
+
+def test_state_is_json_and_replays_to_the_same_workspace(env):
+    from d2k_env.env import replay
+
+    env.reset(seed=11)
+    env.step(call("write_file", path="solution.py", content="A = 1\n"))
+    env.step({"tool": "str_replace", "args": {"path": "solution.py", "old": "A = 1", "new": "A = 2"}})
+    env.step(call("write_file", path="notes/plan.md", content="two-pass\n"))
+    env.step("not json")
+    state = json.loads(json.dumps(env.unwrapped.state()))
+    assert state["steps"] == 4 and state["seed"] == 11 and len(state["actions"]) == 4
+    again = replay(state)
+    assert again.state()["files"] == state["files"] and state["files"]["solution.py"] == "A = 2\n"
+    assert again.state()["actions"] == state["actions"]
+    again.close()
