@@ -124,3 +124,9 @@ def manual() -> str:
 
 def _short(exc: Exception) -> str:
     return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+
+
+def function_schemas() -> list[dict]:
+    """OpenAI function-calling schemas: one function per tool, its arguments as JSON Schema."""
+    return [{"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.schema}}
+            for t in TOOLS.values()]
