@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Iterable
 
+from d2k_env.agents.base import Policy
 from d2k_env.task import Task
 
 
-class ScriptedPolicy:
+class ScriptedPolicy(Policy):
     """Replays ``actions`` one per call, ignoring observations; then keeps submitting."""
 
-    def __init__(self, actions: Iterable[str | dict[str, Any]]):
+    def __init__(self, actions: Iterable[str | dict[str, Any]], name: str = "scripted"):
+        super().__init__()
+        self.name = name
         self.actions = [a if isinstance(a, str) else json.dumps(a) for a in actions]
         self._next = 0
 
@@ -22,6 +26,13 @@ class ScriptedPolicy:
             return action
         return json.dumps({"tool": "submit", "args": {}})
 
+    @classmethod
+    def from_trajectory(cls, path: str | Path, name: str = "replay") -> "ScriptedPolicy":
+        """Replays the actions recorded in a trajectory file written by ``d2k run``."""
+        from d2k_env.trajectory import read_trajectory
+
+        return cls([step["action"] for step in read_trajectory(path).steps], name=name)
+
 
 def reference_policy(task: Task) -> ScriptedPolicy:
     """Reads the task, writes the expert reference as its solution, tests it and submits."""
@@ -31,4 +42,4 @@ def reference_policy(task: Task) -> ScriptedPolicy:
         {"tool": "write_file", "args": {"path": "solution.py", "content": task.reference_path.read_text()}},
         {"tool": "run_tests", "args": {}},
         {"tool": "submit", "args": {}},
-    ])
+    ], name="reference")
