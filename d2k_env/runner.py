@@ -1,0 +1,370 @@
+"""Experiments: a policy on tasks x guidance conditions x seeds, one trajectory file per episode.
+
+A run directory holds ``run.json`` (the settings every compared episode shares: backend, reward,
+step budget), ``episodes/`` (one trajectory per finished or failed episode, see
+:mod:`d2k_env.trajectory`) and ``.lock`` (held while a run writes there). Running the same
+experiment again resumes it: finished episodes are kept and skipped, failed ones run again, and
+``.tmp`` files left by an interrupted run are deleted. Each episode has its own env and policy;
+``jobs`` episodes run at once in threads (evaluations are child processes, model calls are I/O).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import platform
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import gymnasium as gym
+
+from d2k_env.agents.base import Policy, TokenUsage
+from d2k_env.chat_format import clip_middle
+from d2k_env.env import MAX_STEPS, parse_guidance
+from d2k_env.evaluator import resolve_backend
+from d2k_env.registration import env_id
+from d2k_env.reward import check_reward_kind
+from d2k_env.task import load_task
+from d2k_env.trajectory import (FORMAT_VERSION, TMP_SUFFIX, EpisodeKey, TrajectoryError, TrajectoryWriter,
+                                episodes_dir, read_trajectory)
+from d2k_env.verdict import geomean
+
+RUN_FILE = "run.json"
+DEFAULT_CONDITIONS = ("none", "L1+L2+L3")
+STACKING = ("none", "L1", "L1+L2", "L1+L2+L3")  # the cumulative guidance conditions, in order
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What every episode of a run shares. ``observation_chars`` clips observations stored in
+    trajectories (0 keeps them whole); it does not change what the policy sees."""
+
+    backend: str = "auto"
+    reward: str = "speedup"
+    max_steps: int = MAX_STEPS
+    observation_chars: int = 50_000
+
+    def __post_init__(self):
+        object.__setattr__(self, "backend", resolve_backend(self.backend))
+        check_reward_kind(self.reward)
+        if self.max_steps < 1:
+            raise ValueError("max_steps must be >= 1")
+        if self.observation_chars < 0:
+            raise ValueError("observation_chars must be >= 0")
+
+    def compared(self) -> dict[str, Any]:
+        """The settings that must not change within a run directory."""
+        return {"backend": self.backend, "reward": self.reward, "max_steps": self.max_steps}
+
+
+def condition_name(guidance: str | Sequence[str]) -> str:
+    """Canonical condition: ``none`` or the layers joined by ``+`` (``l2+L1`` -> ``L1+L2``)."""
+    return "+".join(parse_guidance(guidance)) or "none"
+
+
+def plan(policy: str, tasks: Iterable[str], conditions: Iterable[str], seeds: Iterable[int]) -> list[EpisodeKey]:
+    """Every (task, condition, seed) for ``policy``, each once, tasks checked to exist."""
+    tasks, conditions, seeds = list(dict.fromkeys(tasks)), list(dict.fromkeys(map(condition_name, conditions))), \
+        list(dict.fromkeys(seeds))
+    for task in tasks:
+        load_task(task)
+    if not (tasks and conditions and seeds):
+        raise ValueError("an experiment needs at least one task, one guidance condition and one seed")
+    return [EpisodeKey(policy, t, c, s) for t in tasks for c in conditions for s in seeds]
+
+
+class RunCallback:
+    """Hooks called as a run progresses (from episode threads: implementations must be thread-safe)."""
+
+    def on_run_start(self, planned: int, skipped: int) -> None: ...
+    def on_episode_start(self, key: EpisodeKey) -> None: ...
+    def on_step(self, key: EpisodeKey, record: dict[str, Any]) -> None: ...
+    def on_episode_end(self, key: EpisodeKey, header: dict[str, Any], summary: dict[str, Any]) -> None: ...
+    def on_interrupt(self) -> None: ...
+
+
+@dataclass
+class RunResult:
+    planned: int = 0
+    skipped: int = 0
+    finished: list[EpisodeKey] = field(default_factory=list)
+    failed: list[tuple[EpisodeKey, str]] = field(default_factory=list)
+    interrupted: bool = False
+
+
+class RunDirectoryError(RuntimeError):
+    """The run directory is in use by another run."""
+
+
+class Interrupted(Exception):
+    """The run was asked to stop; the episode's partial trajectory is discarded."""
+
+
+class RunDirectory:
+    """Exclusive use of a run directory: lock, settings check, stale ``.tmp`` cleanup."""
+
+    def __init__(self, path: str | Path, settings: RunSettings):
+        self.path = Path(path)
+        self.settings = settings
+        self._lock = None
+
+    def __enter__(self) -> "RunDirectory":
+        episodes_dir(self.path).mkdir(parents=True, exist_ok=True)
+        self._lock = open(self.path / ".lock", "a+")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.seek(0)
+            holder = self._lock.read().strip() or "another process"
+            self._lock.close()
+            raise RunDirectoryError(f"{self.path} is in use by a running `d2k run` ({holder}); wait for it or stop it") from None
+        self._lock.truncate(0)
+        self._lock.write(f"pid {os.getpid()}\n")
+        self._lock.flush()
+        self._check_settings()
+        for tmp in episodes_dir(self.path).glob("*" + TMP_SUFFIX):
+            tmp.unlink()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._lock is not None:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+
+    def _check_settings(self) -> None:
+        meta = self.read_meta()
+        if not meta:
+            self.write_meta({"format": FORMAT_VERSION, "created": _now(), "settings": self.settings.compared()})
+            return
+        if meta.get("settings") != self.settings.compared():
+            raise ValueError(f"{self.path} was started with {meta.get('settings')}; this run asks for "
+                             f"{self.settings.compared()}. Episodes compared in one directory must share them: "
+                             "use another run directory")
+
+    def read_meta(self) -> dict[str, Any]:
+        path = self.path / RUN_FILE
+        if not path.exists():
+            return {}
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path} is not valid JSON ({exc.msg}); fix or delete it") from None
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        tmp = self.path / (RUN_FILE + ".tmp")
+        tmp.write_text(json.dumps(meta, indent=2) + "\n")
+        os.replace(tmp, self.path / RUN_FILE)
+
+    def episode_path(self, key: EpisodeKey) -> Path:
+        return episodes_dir(self.path) / key.filename
+
+    def status(self, key: EpisodeKey) -> str | None:
+        """``finished`` or ``failed`` for an episode with a final file, else ``None``."""
+        path = self.episode_path(key)
+        if not path.exists():
+            return None
+        try:
+            trajectory = read_trajectory(path)
+        except TrajectoryError as exc:
+            raise TrajectoryError(f"{exc}; delete that file to run the episode again") from None
+        if trajectory.key != key:
+            raise TrajectoryError(f"{path} holds {trajectory.key}, not {key}; delete it to run the episode again")
+        return trajectory.summary["status"]
+
+
+def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy: Callable[[EpisodeKey], Policy],
+                   settings: RunSettings, jobs: int = 1, callbacks: Sequence[RunCallback] = (),
+                   stop: threading.Event | None = None) -> RunResult:
+    """Run every episode of ``keys`` not yet finished in ``run_dir``.
+
+    Ctrl-C (or ``stop.set()``) stops cleanly: no new episode starts, running ones stop at their next
+    step and leave nothing behind; a second Ctrl-C while waiting for them propagates.
+    """
+    if jobs < 1:
+        raise ValueError("jobs must be >= 1")
+    stop = stop or threading.Event()
+    result = RunResult(planned=len(keys))
+    with RunDirectory(run_dir, settings) as directory:
+        todo = [k for k in keys if directory.status(k) != "finished"]
+        result.skipped = len(keys) - len(todo)
+        for cb in callbacks:
+            cb.on_run_start(len(keys), result.skipped)
+        lock = threading.Lock()
+
+        def one(key: EpisodeKey) -> None:
+            if stop.is_set():
+                return
+            summary = _run_and_record(key, make_policy, settings, directory.episode_path(key), callbacks, stop)
+            if summary is None:
+                return
+            with lock:
+                if summary["status"] == "finished":
+                    result.finished.append(key)
+                else:
+                    result.failed.append((key, summary["error"]))
+
+        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="d2k-episode")
+        futures = [pool.submit(one, k) for k in todo]
+        try:
+            for future in as_completed(futures):
+                future.result()
+        except KeyboardInterrupt:
+            stop.set()
+            for cb in callbacks:
+                cb.on_interrupt()
+            pool.shutdown(wait=True, cancel_futures=True)
+        else:
+            pool.shutdown(wait=True)
+        result.interrupted = stop.is_set()
+    return result
+
+
+def _run_and_record(key, make_policy, settings, path, callbacks, stop) -> dict[str, Any] | None:
+    """One episode into its trajectory file; ``None`` when interrupted (the file is discarded)."""
+    writer = TrajectoryWriter(path)
+    for cb in callbacks:
+        cb.on_episode_start(key)
+    try:
+        header, summary = run_episode(key, make_policy, settings, writer, callbacks, stop)
+    except Interrupted:
+        writer.discard()
+        return None
+    except BaseException:
+        writer.discard()
+        raise
+    writer.commit()
+    for cb in callbacks:
+        cb.on_episode_end(key, header, summary)
+    return summary
+
+
+def run_episode(key: EpisodeKey, make_policy: Callable[[EpisodeKey], Policy], settings: RunSettings,
+                writer: TrajectoryWriter, callbacks: Sequence[RunCallback] = (),
+                stop: threading.Event | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Play one episode, writing its header, steps and summary; returns (header, summary).
+
+    Any error of the policy or the env ends the episode as ``failed`` with the error recorded;
+    :class:`Interrupted` is raised when ``stop`` is set between steps.
+    """
+    header: dict[str, Any] = {
+        "type": "header", "format": FORMAT_VERSION, "policy": key.policy, "task": key.task,
+        "condition": key.condition, "guidance": list(parse_guidance(key.condition)), "seed": key.seed,
+        **settings.compared(), "observation_chars_limit": settings.observation_chars,
+        "versions": versions(), "gpu": gpu_name(settings.backend), "start_time": _now(),
+        "policy_settings": None, "prompt": None,
+    }
+    steps, total_reward, submission, code = 0, 0.0, None, None
+    terminated = truncated = False
+    start = time.monotonic()
+    policy: Policy | None = None
+    env = None
+    error = trace = None
+    try:
+        try:
+            policy = make_policy(key)
+            header["policy_settings"] = policy.describe()
+            env = gym.make(env_id(key.task), backend=settings.backend, guidance=key.condition,
+                           reward=settings.reward, max_episode_steps=settings.max_steps)
+            observation, info = env.reset(seed=key.seed)
+            header["prompt"] = observation
+        finally:
+            writer.write(header)
+        while not (terminated or truncated):
+            if stop is not None and stop.is_set():
+                raise Interrupted
+            used = TokenUsage(**asdict(policy.usage))
+            t0 = time.monotonic()
+            action = policy(observation)
+            t1 = time.monotonic()
+            observation, reward, terminated, truncated, info = env.step(action)
+            t2 = time.monotonic()
+            steps += 1
+            total_reward += reward
+            record = {"type": "step", "index": steps, "action": action, "model_output": policy.last_output,
+                      "observation": _stored(observation, settings.observation_chars),
+                      "observation_chars": len(observation), "reward": reward, "terminated": terminated,
+                      "truncated": truncated, "tool": info.get("tool"), "error": info.get("error"),
+                      "evaluation": info.get("evaluation"), "wall_s": t2 - t0, "policy_s": t1 - t0,
+                      "env_s": t2 - t1, "tokens": policy.usage.minus(used).to_dict()}
+            if info.get("tool") == "submit" and "evaluation" in info:
+                submission, code = info["evaluation"], _solution(env)
+            writer.write(record)
+            for cb in callbacks:
+                cb.on_step(key, record)
+    except Interrupted:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure is recorded in the trajectory
+        error, trace = f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=-4)
+    finally:
+        for closer in (env, policy):
+            if closer is not None:
+                try:
+                    closer.close()
+                except Exception:  # noqa: BLE001 - closing must not hide the episode's outcome
+                    pass
+    summary = {"type": "summary", "status": "failed" if error else "finished", "error": error, "traceback": trace,
+               "total_reward": total_reward, "steps": steps, "terminated": terminated, "truncated": truncated,
+               **submission_metrics(submission), "submitted_code": code,
+               "tokens": policy.usage.to_dict() if policy is not None else TokenUsage().to_dict(),
+               "wall_s": time.monotonic() - start, "end_time": _now()}
+    writer.write(summary)
+    return header, summary
+
+
+def submission_metrics(evaluation: dict[str, Any] | None) -> dict[str, Any]:
+    """Correctness, geomean speedup and roofline fraction of a submit evaluation (``None`` if untimed)."""
+    if evaluation is None:
+        return {"submitted": False, "correct": False, "timed": False, "speedup": None, "roofline_fraction": None}
+    correct, timed = bool(evaluation.get("correct")), bool(evaluation.get("timed"))
+    workloads = evaluation.get("workloads") or []
+    speedups = [w["speedup"] for w in workloads if w.get("speedup")]
+    fractions = [w["roofline_fraction"] for w in workloads if w.get("roofline_fraction")]
+    usable = correct and timed and workloads
+    return {"submitted": True, "correct": correct, "timed": timed,
+            "speedup": geomean(speedups) if usable and len(speedups) == len(workloads) else None,
+            "roofline_fraction": geomean(fractions) if usable and len(fractions) == len(workloads) else None}
+
+
+def _stored(observation: str, limit: int) -> str:
+    return observation if not limit or len(observation) <= limit else clip_middle(observation, limit)
+
+
+def _solution(env) -> str | None:
+    try:
+        return env.unwrapped.workspace.read("solution.py")
+    except Exception:  # noqa: BLE001 - the agent may have deleted or bloated it
+        return None
+
+
+def versions() -> dict[str, str]:
+    import torch
+
+    import d2k_env
+
+    found = {"python": platform.python_version(), "torch": torch.__version__, "gymnasium": gym.__version__,
+             "d2k_env": d2k_env.__version__}
+    try:
+        import triton
+        found["triton"] = triton.__version__
+    except ImportError:
+        pass
+    return found
+
+
+def gpu_name(backend: str) -> str | None:
+    if backend != "cuda":
+        return None
+    import torch
+
+    return torch.cuda.get_device_name(0)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
