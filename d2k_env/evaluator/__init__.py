@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import shutil
 import tempfile
 from pathlib import Path
 
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult
 from d2k_env.evaluator.policy import check_solution
 from d2k_env.evaluator.sandbox import PhaseLimits, run_worker
-from d2k_env.task import Task
+from d2k_env.task import GUIDANCE_LAYERS, Task
 
 BACKENDS = ("auto", "cuda", "interpreter")
 
@@ -46,6 +47,9 @@ class Evaluator:
         self.backend = resolve_backend(backend)
         self._own_cache = None if cache_dir else tempfile.TemporaryDirectory(prefix="d2k-triton-")
         self.cache_dir = Path(cache_dir or self._own_cache.name)
+        # Workers grade from a private copy of the task, which nothing the solution can name points to.
+        self._pristine = tempfile.TemporaryDirectory(prefix="d2k-task-")
+        self.grading_root = snapshot_task(task, Path(self._pristine.name))
         self.limits = limits or PhaseLimits()
         self.time_budget_s = time_budget_s
         self.ceilings: dict[str, float] | None = None
@@ -71,7 +75,7 @@ class Evaluator:
             return EvalResult(mode, self.backend, error="[policy] solution.py breaks the rules; nothing was run:\n"
                                                         + "\n".join(map(str, violations)))
         with tempfile.TemporaryDirectory(prefix="d2k-outputs-") as outputs_dir:
-            req = EvalRequest(task_id=self.task.id, root=str(self.task.root), solution_path=str(solution_path),
+            req = EvalRequest(task_id=self.task.id, root=str(self.grading_root), solution_path=str(solution_path),
                               mode=mode, device="cuda" if self.can_time else "cpu", workloads=names,
                               smoke=not self.can_time, seed=secrets.randbits(63) if seed is None else seed,
                               time_budget_s=self.time_budget_s, ceilings=self.ceilings, outputs_dir=outputs_dir)
@@ -93,12 +97,28 @@ class Evaluator:
             result = EvalResult(req.mode, self.backend, error=why)
         else:
             result = EvalResult.from_dict(outcome.result)
+            if not (req.mode in ("benchmark", "submit") and self.can_time):
+                # Timings can only come from a timed run: whatever else reached the channel is void.
+                result.timed = False
+                for w in result.workloads:
+                    w.speedup = w.speedup_ci = w.solution_ms = w.baseline_ms = None
         result.output = outcome.output
         return result
 
     def close(self) -> None:
         if self._own_cache is not None:
             self._own_cache.cleanup()
+        self._pristine.cleanup()
+
+
+def snapshot_task(task: Task, into: Path) -> Path:
+    """Copy the task's spec, baseline, reference and guidance under ``into``; returns the new root."""
+    for path in (task.spec_path, task.baseline_path, task.reference_path,
+                 *(task.guidance_path(layer) for layer in GUIDANCE_LAYERS)):
+        target = into / path.relative_to(task.root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    return into
 
 
 def merge_check(result: EvalResult, check: EvalResult) -> EvalResult:

@@ -62,6 +62,10 @@ class LaunchCounter:
             if getattr(getattr(fn, "__code__", None), "co_filename", None) == counter.solution_path:
                 counter.own_launches += 1
                 counter.own_names.add(fn.__name__)
+            if getattr(kernel, "pre_run_hooks", None):
+                counter.guard.forbidden.append("pre-run hooks on a kernel (host code inside the launch)")
+            if callable(kwargs.get("grid")):  # the grid function is host code: keep it guarded
+                kwargs["grid"] = counter._guarded(kwargs["grid"])
             counter.guard.paused += 1
             try:
                 return run(kernel, *args, **kwargs)
@@ -69,6 +73,18 @@ class LaunchCounter:
                 counter.guard.paused -= 1
 
         return counted_run
+
+    def _guarded(self, fn):
+        guard = self.guard
+
+        def guarded_fn(*args, **kwargs):
+            paused, guard.paused = guard.paused, 0
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                guard.paused = paused
+
+        return guarded_fn
 
 
 def harness_fingerprint() -> dict[str, int]:
@@ -79,6 +95,8 @@ def harness_fingerprint() -> dict[str, int]:
         "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
         "torch.equal": torch.equal, "torch.allclose": torch.allclose, "torch.save": torch.save,
         "torch.Tensor.clone": torch.Tensor.clone, "torch.Tensor.cpu": torch.Tensor.cpu,
+        "torch.Tensor.detach": torch.Tensor.detach, "torch.Tensor.to": torch.Tensor.to,
+        "torch.Tensor.untyped_storage": torch.Tensor.untyped_storage, "torch.load": torch.load,
         "time.perf_counter": time.perf_counter,
     }
     return {name: id(obj) for name, obj in targets.items()}

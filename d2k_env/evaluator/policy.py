@@ -7,8 +7,9 @@ belongs in Triton kernels. Everything that could reach the harness (introspectio
 import, processes, threads, files, streams and graphs) is refused. Each violation names its rule
 and line; any violation scores 0.
 
-Triton kernel bodies are exempt from the torch rules (they are compiled by Triton, not run as
-Python), but not from the import and introspection rules, which apply to the whole file.
+Triton kernel bodies may use tensor methods freely (they are Triton's), but no torch at all: the
+GPU could not compile it, and only the CPU interpreter would run it as Python. The import and
+introspection rules apply to the whole file.
 """
 
 from __future__ import annotations
@@ -18,8 +19,20 @@ from dataclasses import dataclass
 
 import torch
 
-ALLOWED_MODULES = frozenset({"torch", "triton", "math", "functools", "typing", "itertools", "operator",
-                             "dataclasses", "enum", "numbers", "__future__"})
+# Pure-Python helpers only. Not operator (attrgetter takes dunder names as strings) nor typing
+# (get_type_hints evaluates strings).
+ALLOWED_MODULES = frozenset({"torch", "triton", "math", "functools", "itertools", "dataclasses", "enum", "numbers",
+                             "__future__"})
+
+# Attribute names that lead out of the sandbox whatever object they hang off: interpreter frames
+# and code objects (a frame walk reaches the harness), and modules that other modules re-export
+# (torch.os, torch.sys, ...).
+FORBIDDEN_ATTRIBUTES = frozenset({
+    "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code", "ag_await",
+    "f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_trace", "tb_frame", "tb_next", "co_code",
+    "co_consts", "os", "sys", "builtins", "importlib", "inspect", "gc", "ctypes", "subprocess", "threading",
+    "multiprocessing", "signal", "socket", "shutil", "pathlib", "io", "pickle", "marshal",
+})
 
 # Builtins that reach interpreter internals, files or code objects, or dodge the checks above.
 FORBIDDEN_BUILTINS = frozenset({"__import__", "eval", "exec", "compile", "open", "getattr", "setattr", "delattr",
@@ -122,20 +135,38 @@ class _Checker(ast.NodeVisitor):
         return dotted if full is None else (f"{full}.{rest}" if rest else full)
 
     def _check_torch_name(self, full: str, node: ast.AST) -> None:
-        if self.in_kernel or not (full == "torch" or full.startswith("torch.")):
+        if not (full == "torch" or full.startswith("torch.")):
+            return
+        if self.in_kernel:  # Triton cannot compile torch calls; only the CPU interpreter would run them
+            self.flag("torch-work", node, f"{full} inside a @triton.jit kernel is not allowed")
             return
         rel = full[len("torch."):] if full != "torch" else ""
         if rel and rel not in self.allowed_torch:
             self.flag("torch-work", node, f"torch.{rel} is not allowed in host code; the work must be done by "
                                           f"Triton kernels (allowed here: {', '.join(sorted(self.allowed_torch))})")
 
+    def visit_Assign(self, node: ast.Assign) -> None:
+        # `t = torch`, `T = torch.Tensor`: later uses of t and T resolve like the originals.
+        source = _dotted(node.value)
+        if source is not None:
+            full = self._resolve(source)
+            if full.split(".")[0] in ("torch", "triton", "math"):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        self.aliases[target.id] = full
+        self.generic_visit(node)
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr.startswith("__") and node.attr.endswith("__"):
             self.flag("introspection", node, f"dunder attribute {node.attr!r} is not allowed")
+        elif node.attr in FORBIDDEN_ATTRIBUTES:
+            self.flag("introspection", node, f"the attribute {node.attr!r} (frames, code objects, system modules) "
+                                             "is not allowed")
         if isinstance(node.ctx, (ast.Store, ast.Del)):
-            target = self._resolve(_dotted(node.value) or "")
-            if target.split(".")[0] in ("torch", "triton", "builtins", "math"):
-                self.flag("tampering", node, f"assigning attributes of {target!r} is not allowed")
+            # Whatever the object (torch.Tensor passed through a parameter, a kernel, a module):
+            # solutions never need to set attributes, and tampering always does.
+            target = self._resolve(_dotted(node.value) or "?")
+            self.flag("tampering", node, f"assigning or deleting attributes ({target}.{node.attr}) is not allowed")
         dotted = _dotted(node)
         if dotted is not None:
             root = dotted.split(".")[0]
@@ -224,10 +255,12 @@ def check_solution(source: str, allowed_torch: frozenset[str] = frozenset(),
     """All policy violations in ``source`` (empty when the solution may run)."""
     try:
         tree = ast.parse(source)
+        checker = _Checker(allowed_torch, forbidden_imports)
+        checker.visit(tree)
     except SyntaxError as exc:
         return [Violation("syntax", exc.lineno or 0, f"SyntaxError: {exc.msg}")]
-    checker = _Checker(allowed_torch, forbidden_imports)
-    checker.visit(tree)
+    except (RecursionError, MemoryError):
+        return [Violation("syntax", 1, "the code is nested too deeply to be checked")]
     problem = _launch_graph(tree)
     if problem:
         checker.violations.append(Violation("no-kernel", 1, problem))
