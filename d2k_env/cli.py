@@ -1,14 +1,19 @@
-"""The ``d2k`` command: list tasks, show prompts, evaluate solution files, run a demo episode."""
+"""The ``d2k`` command: list tasks, show prompts, evaluate solution files, run a demo episode, run
+experiments (a policy on tasks x guidance conditions x seeds) and report on them."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -110,6 +115,186 @@ def cmd_demo(args) -> int:
     return 0 if total > 0 else 1
 
 
+class _RunProgress:
+    """A progress bar of episodes done, running and failed, with one line per finished episode."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.bar = None
+        self.done = self.running = self.failed = 0
+        self._lock = threading.Lock()
+
+    def _update(self) -> None:
+        self.progress.update(self.bar, completed=self.done, description=f"episodes: {self.done} done, "
+                             f"{self.running} running, {self.failed} failed")
+
+    def on_run_start(self, planned: int, skipped: int) -> None:
+        with self._lock:
+            self.done = skipped
+            self.bar = self.progress.add_task("episodes", total=planned)
+            self._update()
+        if skipped:
+            self.progress.console.print(f"resuming: {skipped} of {planned} episodes already finished, skipped")
+
+    def on_episode_start(self, key) -> None:
+        with self._lock:
+            self.running += 1
+            self._update()
+
+    def on_step(self, key, record) -> None:
+        pass
+
+    def on_episode_end(self, key, header, summary) -> None:
+        with self._lock:
+            self.running -= 1
+            if summary["status"] == "finished":
+                self.done += 1
+            else:
+                self.failed += 1
+            self._update()
+        if summary["status"] == "finished":
+            speed = f", speedup {summary['speedup']:.2f}x" if summary["speedup"] is not None else ""
+            verdict = "[green]correct[/green]" if summary["correct"] else "[red]not correct[/red]"
+            self.progress.console.print(f"{escape(str(key))}: {verdict}{speed}, reward {summary['total_reward']:.3f}, "
+                                        f"{summary['steps']} steps, {summary['tokens']['total_tokens']} tokens")
+        else:
+            self.progress.console.print(f"{key}: [red]failed[/red]: {summary['error']}", markup=False)
+
+    def on_interrupt(self) -> None:
+        self.progress.console.print("[yellow]stopping: no new episodes; running ones stop after their current step "
+                                    "(Ctrl-C again to quit at once)[/yellow]")
+
+
+def _chat_policy_factory(args):
+    from d2k_env.agents.openai_chat import ChatPolicy, make_client, resolve_model
+    from d2k_env.chat_format import ContextPolicy
+
+    client = make_client(args.base_url, timeout_s=args.request_timeout)
+    try:
+        model = resolve_model(client, args.model)
+    finally:
+        client.close()
+    context = ContextPolicy(args.keep_recent or None, args.clip_chars)
+
+    def make(key):
+        return ChatPolicy(model=model, base_url=args.base_url, tool_mode=args.tool_mode, temperature=args.temperature,
+                          max_tokens=args.max_tokens, context=context, max_retries=args.max_retries,
+                          timeout_s=args.request_timeout)
+
+    return model, make
+
+
+def cmd_run(args) -> int:
+    from d2k_env.agents.base import PolicyError
+    from d2k_env.runner import RunDirectoryError
+
+    try:
+        return _run(args)
+    except (PolicyError, RunDirectoryError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        return 2
+    except ImportError as exc:
+        return _missing_extra(exc)
+
+
+def _missing_extra(exc: ImportError) -> int:
+    console.print(f"[red]error:[/red] {escape(str(exc))}: install the agents extra, "
+                  f"pip install \"d2k-env\\[agents]\"")
+    return 2
+
+
+def _run(args) -> int:
+    from d2k_env.agents import reference_policy
+    from d2k_env.runner import RunSettings, plan, run_experiment
+    from d2k_env.task import load_task, task_ids
+
+    settings = RunSettings(backend=args.backend, reward=args.reward, max_steps=args.max_steps,
+                           observation_chars=args.observation_chars)
+    if args.policy == "reference":
+        name, make_policy = "reference", (lambda key: reference_policy(load_task(key.task)))
+    else:
+        name, make_policy = _chat_policy_factory(args)
+    keys = plan(name, task_ids() if args.tasks == ["all"] else args.tasks, args.guidance, args.seeds)
+    run_dir = Path(args.run_dir)
+    console.print(f"[bold]d2k run[/bold] {run_dir}: policy {name}, {len(keys)} episodes "
+                  f"({len({k.task for k in keys})} tasks x {len({k.condition for k in keys})} guidance conditions x "
+                  f"{len({k.seed for k in keys})} seeds), backend {settings.backend}, {args.jobs} at a time")
+    tracker = _wandb_tracker(args, run_dir, keys, settings, make_policy) if args.wandb_project else None
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+               TimeElapsedColumn())
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        with Progress(*columns, console=console) as progress:
+            callbacks = [_RunProgress(progress)] + ([tracker] if tracker else [])
+            result = run_experiment(run_dir, keys, make_policy, settings, jobs=args.jobs, callbacks=callbacks)
+    except KeyboardInterrupt:
+        console.print("[red]aborted[/red]: unfinished episodes left only .tmp files, removed by the next run")
+        os._exit(130)  # episode threads may still be inside an evaluation: do not wait for them
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if tracker is not None:
+        _finish_tracker(tracker, run_dir)
+    console.print(f"{len(result.finished)} episodes finished, {len(result.failed)} failed, {result.skipped} skipped "
+                  f"(already finished). Trajectories: {run_dir / 'episodes'}. Next: d2k report {run_dir}")
+    if result.interrupted:
+        console.print("[yellow]interrupted[/yellow]: run the same command again to resume")
+        return 130
+    return 1 if result.failed else 0
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _wandb_tracker(args, run_dir, keys, settings, make_policy):
+    from d2k_env.runner import RunDirectory
+    from d2k_env.tracking import WandbTracker, experiment_config
+    from d2k_env.trajectory import load_run
+
+    with RunDirectory(run_dir, settings) as directory:  # the wandb run id lives in run.json
+        meta = directory.read_meta()
+        earlier = [t for t in load_run(run_dir) if t.finished]
+        policy = make_policy(keys[0])
+        config = experiment_config(keys, settings, policy.describe())
+        policy.close()
+        run_id = meta.get("wandb", {}).get(args.wandb_project)
+        tracker = WandbTracker(args.wandb_project, config, run_dir, run_id=run_id, name=args.wandb_name or run_dir.name,
+                               entity=args.wandb_entity, first_episode=len(earlier),
+                               first_step=sum(t.summary["steps"] for t in earlier))
+        meta.setdefault("wandb", {})[args.wandb_project] = tracker.run_id
+        directory.write_meta(meta)
+    return tracker
+
+
+def _finish_tracker(tracker, run_dir) -> None:
+    from d2k_env.report import build_report
+    from d2k_env.tracking import kernel_rows
+    from d2k_env.trajectory import load_run
+
+    trajectories = load_run(run_dir)
+    tracker.log_kernels(kernel_rows(trajectories))
+    summary = {}
+    if trajectories:
+        for p in build_report(run_dir).policies:
+            for s in p.conditions:
+                summary[f"{p.policy}/{s.condition}/correctness_rate"] = s.correctness_rate
+                if s.performance_score is not None:
+                    summary[f"{p.policy}/{s.condition}/performance_score"] = s.performance_score
+    tracker.finish(summary)
+
+
+def cmd_report(args) -> int:
+    from d2k_env.report import to_markdown, write_report
+
+    try:
+        report, paths = write_report(args.run_dir, args.out)
+    except ImportError as exc:
+        return _missing_extra(exc)
+    print(to_markdown(report))
+    console.print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters]"
 
@@ -142,6 +327,44 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-chars", type=int, default=1500, help="clip each observation printed")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("run", help="a policy on tasks x guidance conditions x seeds; resumable; one trajectory "
+                                   "per episode", description="Runs every episode not yet finished in RUN_DIR. "
+                                   "The chat policy reads OPENAI_BASE_URL, OPENAI_API_KEY and D2K_MODEL.")
+    p.add_argument("run_dir", help="where trajectories go; run the same command again to resume")
+    p.add_argument("--tasks", nargs="+", default=["all"], help="task ids, or all (default)")
+    p.add_argument("--guidance", nargs="+", default=["none", "L1+L2+L3"],
+                   help="guidance conditions (default: none L1+L2+L3; the layer study: none L1 L1+L2 L1+L2+L3)")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0], help="env seeds, one episode each (default: 0)")
+    p.add_argument("--jobs", type=int, default=1, help="episodes run at once (default 1)")
+    p.add_argument("--backend", default="auto", choices=("auto", "cuda", "interpreter"))
+    p.add_argument("--reward", default="speedup", choices=("speedup", "log_speedup", "binary"))
+    p.add_argument("--max-steps", type=int, default=350, help="turn budget per episode (default 350, as D2K-Bench)")
+    p.add_argument("--observation-chars", type=int, default=50_000,
+                   help="clip observations stored in trajectories to this many characters (0: keep whole)")
+    p.add_argument("--policy", default="chat", choices=("chat", "reference"),
+                   help="chat: an OpenAI-compatible server (default); reference: writes the expert reference")
+    p.add_argument("--model", help="model name (default: $D2K_MODEL, else the server's only model)")
+    p.add_argument("--base-url", help="server URL, e.g. http://localhost:8000/v1 (default: $OPENAI_BASE_URL)")
+    p.add_argument("--tool-mode", default="function", choices=("function", "text"),
+                   help="function: tools as function schemas (default); text: JSON calls in the reply")
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--max-tokens", type=int, help="completion tokens per reply")
+    p.add_argument("--keep-recent", type=int, default=8,
+                   help="turns whose tool outputs are sent in full; older ones are shortened (0: never shorten)")
+    p.add_argument("--clip-chars", type=int, default=2000, help="length old tool outputs are shortened to")
+    p.add_argument("--max-retries", type=int, default=8, help="retries on rate limits and server errors")
+    p.add_argument("--request-timeout", type=float, default=600.0, help="seconds per model request")
+    p.add_argument("--wandb-project", help="also log to this wandb project (WANDB_MODE=offline works)")
+    p.add_argument("--wandb-entity")
+    p.add_argument("--wandb-name", help="wandb run name (default: the run directory's name)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("report", help="tables and plots of a run directory: correctness, Performance Score, "
+                                      "uplift from guidance")
+    p.add_argument("run_dir")
+    p.add_argument("--out", help="write report.md, report.json and the plots here (default: the run directory)")
+    p.set_defaults(func=cmd_report)
 
     args = parser.parse_args(argv)
     try:

@@ -1,0 +1,140 @@
+"""The report's arithmetic on timed trajectories, its tables, plots and errors.
+
+The CPU backend cannot time, so the timed run here is written directly in the trajectory format,
+its summaries computed by the runner's own :func:`submission_metrics` from evaluation results.
+"""
+
+import json
+import math
+
+import pytest
+
+from d2k_env.cli import main
+from d2k_env.report import build_report, to_markdown, write_report
+from d2k_env.runner import submission_metrics
+from d2k_env.task import project_root
+from d2k_env.trajectory import FORMAT_VERSION, EpisodeKey, TrajectoryWriter, episodes_dir
+
+# (task, condition, seed) -> workload speedups of a correct submission, or None for an incorrect one
+OUTCOMES = {
+    ("fused_add_rmsnorm", "none", 0): None, ("fused_add_rmsnorm", "none", 1): [2, 8],
+    ("fused_add_rmsnorm", "L1", 0): [4, 4], ("fused_add_rmsnorm", "L1", 1): [1, 4],
+    ("fused_add_rmsnorm", "L1+L2", 0): [9, 9], ("fused_add_rmsnorm", "L1+L2", 1): [9, 9],
+    ("fused_add_rmsnorm", "L1+L2+L3", 0): [16, 16], ("fused_add_rmsnorm", "L1+L2+L3", 1): [4, 16],
+    ("merge_attn_states", "none", 0): None, ("merge_attn_states", "none", 1): None,
+    ("merge_attn_states", "L1", 0): [0.5, 0.5], ("merge_attn_states", "L1", 1): None,
+    ("merge_attn_states", "L1+L2", 0): None, ("merge_attn_states", "L1+L2", 1): None,
+    ("merge_attn_states", "L1+L2+L3", 0): [3, 3], ("merge_attn_states", "L1+L2+L3", 1): [3, 3],
+}
+
+
+def geo(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def write_episode(run_dir, key, speedups, status="finished"):
+    evaluation = {"mode": "submit", "backend": "cuda", "timed": True, "error": None, "correct": speedups is not None,
+                  "workloads": [{"name": f"w{i}", "correct": speedups is not None, "speedup": s, "roofline_fraction": s / 20}
+                                for i, s in enumerate(speedups or [1.0, 1.0])]}
+    w = TrajectoryWriter(episodes_dir(run_dir) / key.filename)
+    w.write({"type": "header", "format": FORMAT_VERSION, "policy": key.policy, "task": key.task,
+             "condition": key.condition, "seed": key.seed, "backend": "cuda", "reward": "speedup", "max_steps": 350,
+             "gpu": "NVIDIA H200", "prompt": "..."})
+    w.write({"type": "step", "index": 1, "action": '{"tool": "submit"}', "evaluation": evaluation})
+    w.write({"type": "summary", "status": status, "error": None if status == "finished" else "RateLimitError: gave up",
+             "total_reward": 0.0, "steps": 1, **submission_metrics(evaluation), "submitted_code": "code",
+             "tokens": {"total_tokens": 100 * (key.seed + 1)}})
+    w.commit()
+
+
+@pytest.fixture
+def timed_run(tmp_path):
+    episodes_dir(tmp_path).mkdir(parents=True)
+    for (task, cond, seed), speedups in OUTCOMES.items():
+        write_episode(tmp_path, EpisodeKey("model-a", task, cond, seed), speedups)
+    write_episode(tmp_path, EpisodeKey("model-a", "merge_attn_states", "L1+L2+L3", 2), [3, 3], status="failed")
+    return tmp_path
+
+
+def reference(task):
+    data = json.loads(sorted(project_root().glob("benchmarks/results/references-*.json"))[-1].read_text())
+    return geo([r["speedup_vs_eager"] for r in data["rows"] if r["task"] == task])
+
+
+def expected_cell(task, cond):
+    """Episode speedup: geomean over workloads when correct, 1.0 when not; cell: geomean over seeds."""
+    outcomes = [OUTCOMES[(task, cond, s)] for s in (0, 1)]
+    return geo([geo(o) if o else 1.0 for o in outcomes]), sum(o is not None for o in outcomes)
+
+
+def test_cells_follow_the_definitions(timed_run):
+    [p] = build_report(timed_run).policies
+    assert p.timed and p.policy == "model-a" and len(p.cells) == 8
+    for c in p.cells:
+        speedup, correct = expected_cell(c.task, c.condition)
+        assert (c.episodes, c.correct) == (2, correct), c
+        assert c.speedup == pytest.approx(speedup)
+        assert c.reference_fraction == pytest.approx(speedup / reference(c.task))
+        correct_runs = [o for s in (0, 1) if (o := OUTCOMES[(c.task, c.condition, s)])]
+        if correct_runs:
+            assert c.roofline_fraction == pytest.approx(sum(geo([x / 20 for x in o]) for o in correct_runs)
+                                                        / len(correct_runs))
+            assert c.speedup_when_correct == pytest.approx(geo([geo(o) for o in correct_runs]))
+        else:
+            assert c.roofline_fraction is None and c.speedup_when_correct is None
+    merge_l1 = next(c for c in p.cells if c.task == "merge_attn_states" and c.condition == "L1")
+    assert merge_l1.speedup == pytest.approx(math.sqrt(0.5))  # a correct slow kernel keeps its 0.5x
+    failed_cell = next(c for c in p.cells if c.task == "merge_attn_states" and c.condition == "L1+L2+L3")
+    assert failed_cell.failed == 1 and failed_cell.episodes == 2  # failed episodes are apart
+    assert p.failed == [{"task": "merge_attn_states", "condition": "L1+L2+L3", "seed": 2,
+                         "error": "RateLimitError: gave up",
+                         "file": "model-a__merge_attn_states__L1+L2+L3__seed2.jsonl"}]
+
+
+def test_condition_summaries_and_uplift(timed_run):
+    [p] = build_report(timed_run).policies
+    tasks = ("fused_add_rmsnorm", "merge_attn_states")
+    by = {s.condition: s for s in p.conditions}
+    assert list(by) == ["none", "L1", "L1+L2", "L1+L2+L3"]
+    for cond, s in by.items():
+        cells = [expected_cell(t, cond) for t in tasks]
+        assert s.correctness_rate == pytest.approx(sum(c / 2 for _, c in cells) / 2)
+        assert s.performance_score == pytest.approx(geo([sp for sp, _ in cells]))
+    assert by["none"].correctness_rate == 0.25 and by["L1+L2+L3"].correctness_rate == 1.0
+    assert p.overall.correctness_delta == pytest.approx(0.75)
+    assert p.overall.performance_ratio == pytest.approx(by["L1+L2+L3"].performance_score / by["none"].performance_score)
+    assert [(u.source, u.target) for u in p.per_layer] == [("none", "L1"), ("L1", "L1+L2"), ("L1+L2", "L1+L2+L3")]
+    assert p.per_layer[1].correctness_delta == pytest.approx(by["L1+L2"].correctness_rate - by["L1"].correctness_rate)
+
+
+def test_report_files_tables_and_plots(timed_run, capsys):
+    assert main(["report", str(timed_run)]) == 0
+    out = capsys.readouterr().out
+    md = (timed_run / "report.md").read_text()
+    assert md in out
+    speedup, _ = expected_cell("fused_add_rmsnorm", "L1+L2+L3")
+    assert f"| fused_add_rmsnorm | L1+L2+L3 | 2/2 | {speedup:.2f}x |" in md
+    assert "| merge_attn_states | L1+L2+L3 | 2/2 (1 failed) |" in md
+    assert "| overall | none | L1+L2+L3 | 2 | 25% -> 100% (+75 pp) |" in md
+    assert "RateLimitError: gave up" in md and "1.0 when incorrect" in md
+    data = json.loads((timed_run / "report.json").read_text())
+    assert data["policies"][0]["conditions"][0]["condition"] == "none"
+    assert data["policies"][0]["uplift"]["overall"]["correctness_delta"] == pytest.approx(0.75)
+    for name in ("guidance_pairs.png", "layer_stacking.png"):
+        png = (timed_run / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_report_on_bad_input_is_a_clear_error(tmp_path, capsys):
+    def error():
+        return " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+
+    assert main(["report", str(tmp_path)]) == 2
+    assert "no episodes/ directory" in error()
+    episodes_dir(tmp_path).mkdir()
+    assert main(["report", str(tmp_path)]) == 2
+    assert "no finished episodes yet" in error()
+    (episodes_dir(tmp_path) / "x__t__none__seed0.jsonl").write_text('{"type": "header"}\nnot json\n')
+    assert main(["report", str(tmp_path)]) == 2
+    assert "line 2 is not JSON" in error()
+    assert not (tmp_path / "report.md").exists()
