@@ -43,6 +43,8 @@ class MockChatServer:
         self.statuses: list[int] = []
         self.billed: list[dict] = []  # {"first_user": ..., "assistant_turns": ..., "prompt_tokens": ..., ...}
         self.lock = threading.Lock()
+        self.in_flight = 0
+        self.last_request = time.monotonic()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -57,6 +59,17 @@ class MockChatServer:
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def wait_idle(self, quiet_s: float = 1.0, timeout_s: float = 60.0) -> None:
+        """Until no request is being served and none arrived for ``quiet_s`` (a killed client's last
+        requests may still be in the server's hands)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self.lock:
+                if not self.in_flight and time.monotonic() - self.last_request > quiet_s:
+                    return
+            time.sleep(0.05)
+        raise TimeoutError("the mock server never became idle")
 
     def _complete(self, body: dict) -> tuple[int, dict, dict]:
         with self.lock:
@@ -106,7 +119,10 @@ class MockChatServer:
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client was killed: nobody to answer
 
             def do_GET(self):
                 if self.path.rstrip("/") == "/v1/models":
@@ -122,7 +138,15 @@ class MockChatServer:
                 if self.headers.get("Authorization", "") != "Bearer test-key":
                     self._send(401, {"error": {"message": "bad key", "type": "auth"}})
                     return
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                self._send(*server._complete(body))
+                with server.lock:
+                    server.in_flight += 1
+                    server.last_request = time.monotonic()
+                try:
+                    body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                    self._send(*server._complete(body))
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+                        server.last_request = time.monotonic()
 
         return Handler
