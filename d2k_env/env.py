@@ -23,7 +23,7 @@ from d2k_env import reward as rewards
 from d2k_env.evaluator import Evaluator, EvalResult, resolve_backend
 from d2k_env.prompt import build_prompt
 from d2k_env.task import GUIDANCE_LAYERS, load_task
-from d2k_env.tools import ActionError, ToolCall, parse_action
+from d2k_env.tools import FORMAT, ActionError, ToolCall, parse_action
 from d2k_env.verdict import format_result
 from d2k_env.workspace import Workspace, WorkspaceError
 
@@ -48,10 +48,11 @@ def forward(*inputs):
 
 
 def _action_text(action: Any) -> str:
+    """The action as recorded for replay: JSON when it can be written as JSON, else a description."""
     try:
         return json.dumps(action)
-    except (TypeError, ValueError):
-        return repr(action)
+    except (TypeError, ValueError, RecursionError):
+        return f"<an action that is not JSON-serialisable: {type(action).__name__}>"
 
 
 def replay(state: dict[str, Any], **env_kwargs: Any) -> "KernelEnv":
@@ -162,6 +163,9 @@ class KernelEnv(gym.Env):
         except ActionError as exc:
             text = f"ERROR: {exc}"
             info["error"] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - last resort: a bad action must never break step()
+            text = f"ERROR: the action could not be read ({type(exc).__name__}). {FORMAT}"
+            info["error"] = text
         else:
             info["tool"] = call.tool
             text, result = self._run_tool(call, info)

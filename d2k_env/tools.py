@@ -34,7 +34,8 @@ _PATH = {"type": "string", "description": "path relative to the workspace, e.g. 
 TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("list_files", "List the files in the workspace with their sizes."),
     Tool("read_file", "Read a file, optionally only lines start..end (1-based, inclusive).",
-         {"path": _PATH, "start": {"type": "integer", "minimum": 1}, "end": {"type": "integer", "minimum": 1}},
+         {"path": _PATH, "start": {"type": "integer", "minimum": 1, "maximum": 10**9},
+          "end": {"type": "integer", "minimum": 1, "maximum": 10**9}},
          ("path",), {"path": "baseline.py"}),
     Tool("write_file", "Create or overwrite a file with the given content.",
          {"path": _PATH, "content": {"type": "string"}}, ("path", "content"),
@@ -72,19 +73,19 @@ def parse_action(action: Any) -> ToolCall:
             raise ActionError(f"the action is {len(action)} characters; at most {MAX_ACTION_CHARS} are accepted")
         try:
             action = json.loads(action)
-        except (json.JSONDecodeError, RecursionError) as exc:
+        except (ValueError, RecursionError) as exc:  # ValueError: bad JSON, or an integer too long to parse
             raise ActionError(f"the action is not valid JSON ({_short(exc)}). {FORMAT}") from None
     if not isinstance(action, dict):
         raise ActionError(f"the action must be a JSON object, not {type(action).__name__}. {FORMAT}")
-    unknown_keys = set(action) - {"tool", "args"}
+    unknown_keys = [k for k in action if k not in ("tool", "args")]
     if "tool" not in action or unknown_keys:
-        extra = f" (unexpected keys: {', '.join(sorted(map(str, unknown_keys)))})" if unknown_keys else ""
+        extra = f" (unexpected keys: {', '.join(_brief(k) for k in unknown_keys[:5])})" if unknown_keys else ""
         raise ActionError(f"the action needs a \"tool\" key and an optional \"args\" object{extra}. {FORMAT}")
     name, args = action["tool"], action.get("args", {})
     if args is None:
         args = {}
     if not isinstance(name, str) or name not in TOOLS:
-        raise ActionError(f"unknown tool {str(name)[:80]!r}. {FORMAT}")
+        raise ActionError(f"unknown tool {_brief(name)}. {FORMAT}")
     if not isinstance(args, dict):
         raise ActionError(f"\"args\" must be a JSON object, not {type(args).__name__}. {FORMAT}")
     validate_args(TOOLS[name], args)
@@ -96,9 +97,9 @@ _JSON_TYPES = {"string": str, "integer": int, "array": list, "object": dict}
 
 def validate_args(tool: Tool, args: dict) -> None:
     usage = f'Usage: {{"tool": "{tool.name}", "args": {json.dumps(tool.example)}}}'
-    unknown = sorted(set(args) - set(tool.properties))
+    unknown = [k for k in args if k not in tool.properties]
     if unknown:
-        raise ActionError(f"{tool.name} takes no argument(s) {', '.join(map(repr, unknown))}. {usage}")
+        raise ActionError(f"{tool.name} takes no argument(s) {', '.join(_brief(k) for k in unknown[:5])}. {usage}")
     missing = [k for k in tool.required if k not in args]
     if missing:
         raise ActionError(f"{tool.name} needs argument(s) {', '.join(map(repr, missing))}. {usage}")
@@ -109,6 +110,8 @@ def validate_args(tool: Tool, args: dict) -> None:
             raise ActionError(f"{tool.name}: {key!r} must be a {prop['type']}. {usage}")
         if expected is int and value < prop.get("minimum", value):
             raise ActionError(f"{tool.name}: {key!r} must be >= {prop['minimum']}. {usage}")
+        if expected is int and value > prop.get("maximum", value):
+            raise ActionError(f"{tool.name}: {key!r} must be <= {prop['maximum']}. {usage}")
         if expected is list and not all(isinstance(v, str) for v in value):
             raise ActionError(f"{tool.name}: {key!r} must be a list of strings. {usage}")
 
@@ -120,6 +123,15 @@ def manual() -> str:
         params = ", ".join(f"{k}{'' if k in t.required else '?'}: {v['type']}" for k, v in t.properties.items())
         lines.append(f"- {t.name}({params}): {t.description}")
     return "\n".join(lines)
+
+
+def _brief(value: Any, limit: int = 80) -> str:
+    """repr() for messages, safe on any value (huge ints, deep nesting) and clipped."""
+    try:
+        text = repr(value) if isinstance(value, str) else repr(value)[: limit + 1]
+    except (ValueError, RecursionError):
+        text = f"<a {type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _short(exc: Exception) -> str:

@@ -7,7 +7,9 @@ meant for the agent.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 MAX_FILE_BYTES = 1_000_000
@@ -15,6 +17,15 @@ MAX_FILE_BYTES = 1_000_000
 
 class WorkspaceError(Exception):
     """A file operation the agent asked for that cannot be done; the message says why."""
+
+
+@contextlib.contextmanager
+def _os_errors(path: str):
+    """File-system failures (names too long, a file where a directory is expected, ...) as messages."""
+    try:
+        yield
+    except (OSError, UnicodeError) as exc:
+        raise WorkspaceError(f"cannot access {path[:200]!r}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 class Workspace:
@@ -30,7 +41,10 @@ class Workspace:
         candidate = Path(path)
         if candidate.is_absolute():
             raise WorkspaceError(f"{path!r} is absolute; use a path relative to the workspace")
-        full = (self.root / candidate).resolve()
+        try:
+            full = (self.root / candidate).resolve()
+        except (OSError, RuntimeError, ValueError) as exc:  # symlink loops, names the OS refuses
+            raise WorkspaceError(f"{path[:200]!r} cannot be resolved: {exc}") from None
         if full != self.root and self.root not in full.parents:
             raise WorkspaceError(f"{path!r} points outside the workspace; only files inside it are reachable")
         return full
@@ -50,9 +64,10 @@ class Workspace:
 
     def read(self, path: str) -> str:
         full = self.resolve(path)
-        if not full.is_file():
-            raise WorkspaceError(f"no file {path!r} in the workspace (list_files shows what exists)")
-        data = full.read_bytes()
+        with _os_errors(path):
+            if not full.is_file():
+                raise WorkspaceError(f"no file {path!r} in the workspace (list_files shows what exists)")
+            data = full.read_bytes()
         if len(data) > MAX_FILE_BYTES:
             raise WorkspaceError(f"{path!r} is {len(data)} bytes; files over {MAX_FILE_BYTES} bytes are not read")
         return data.decode("utf-8", "replace")
@@ -67,12 +82,20 @@ class Workspace:
         data = content.encode("utf-8", "surrogatepass")
         if len(data) > MAX_FILE_BYTES:
             raise WorkspaceError(f"content is {len(data)} bytes; files are limited to {MAX_FILE_BYTES} bytes")
-        if full.is_dir():
-            raise WorkspaceError(f"{rel!r} is a directory")
-        full.parent.mkdir(parents=True, exist_ok=True)
-        tmp = full.with_name(f".{full.name}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, full)  # atomic: a crash never leaves a half-written file
+        with _os_errors(path):
+            if full.is_dir():
+                raise WorkspaceError(f"{rel!r} is a directory")
+            full.parent.mkdir(parents=True, exist_ok=True)
+            # A fresh, exclusively created staging file: nothing planted in the workspace (a symlink
+            # or a directory with a predictable name) can redirect or block the write.
+            fd, tmp = tempfile.mkstemp(dir=full.parent, prefix=".d2k-write-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, full)  # atomic: a crash never leaves a half-written file
+            except BaseException:
+                os.unlink(tmp)
+                raise
         return len(data)
 
     def str_replace(self, path: str, old: str, new: str) -> int:
