@@ -47,6 +47,16 @@ def test_references_pass(task_id):
     ("import torch.cuda as c\ndef forward(x):\n    c.synchronize = print\n    k[(1,)](x)\n    return x\n",
      "tampering"),
     ("def forward(x)\n    return x\n", "syntax"),
+    ("import enum\ndef forward(x):\n    k[(1,)](x)\n    return x\n", "forbidden-import"),
+    ("from functools import lru_cache\ndef forward(x):\n    k[(1,)](x)\n    return x\n", "forbidden-import"),
+    ("import functools\ndef forward(x):\n    functools.update_wrapper(x, x)\n    k[(1,)](x)\n    return x\n",
+     "forbidden-import"),
+    ("def forward(x):\n    k[(1,)](x)\n    s = (t := torch).cuda.Stream()\n    return x\n", "introspection"),
+    ("def forward(x, t=torch):\n    k[(1,)](x)\n    return x\n", "introspection"),
+    ("CACHE = {}\ndef forward(x):\n    k[(1,)](x)\n    CACHE[x.data_ptr()] = x\n    return x\n", "hidden-state"),
+    ("SEEN = []\ndef forward(x):\n    k[(1,)](x)\n    SEEN.append(x)\n    return x\n", "hidden-state"),
+    ("STATE = {}\n@triton.jit\ndef k2(p):\n    STATE.get(0)\ndef forward(x):\n    k2[(1,)](x)\n    return x\n",
+     "torch-work"),
 ])
 def test_violations_name_their_rule(body, rule):
     found = rules(body)
@@ -62,9 +72,10 @@ def test_the_line_number_points_at_the_offence():
 @pytest.mark.parametrize("body", [
     "def launch(x, y):\n    k[(triton.cdiv(x.numel(), 128),)](x)\n\n"
     "def forward(x):\n    y = torch.empty_like(x)\n    launch(x, y.view(-1))\n    return y\n",
-    "import math\nfrom functools import lru_cache\n\n@lru_cache\ndef grid(n):\n    return (math.ceil(n / 128),)\n\n"
-    "def forward(x):\n    k[grid(x.numel())](x.reshape(-1))\n    return torch.empty(x.shape, dtype=torch.float32, "
-    "device=x.device)\n",
+    "import math\nfrom functools import partial\n\nBLOCK = 128\n\ndef grid(n, block):\n"
+    "    return (math.ceil(n / block),)\n\n"
+    "def forward(x):\n    k[partial(grid, block=BLOCK)(x.numel())](x.reshape(-1))\n"
+    "    return torch.empty(x.shape, dtype=torch.float32, device=x.device)\n",
 ])
 def test_honest_host_code_passes(body):
     assert rules(body) == []

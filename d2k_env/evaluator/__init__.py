@@ -47,9 +47,6 @@ class Evaluator:
         self.backend = resolve_backend(backend)
         self._own_cache = None if cache_dir else tempfile.TemporaryDirectory(prefix="d2k-triton-")
         self.cache_dir = Path(cache_dir or self._own_cache.name)
-        # Workers grade from a private copy of the task, which nothing the solution can name points to.
-        self._pristine = tempfile.TemporaryDirectory(prefix="d2k-task-")
-        self.grading_root = snapshot_task(task, Path(self._pristine.name))
         self.limits = limits or PhaseLimits()
         self.time_budget_s = time_budget_s
         self.ceilings: dict[str, float] | None = None
@@ -74,15 +71,21 @@ class Evaluator:
         if violations:
             return EvalResult(mode, self.backend, error="[policy] solution.py breaks the rules; nothing was run:\n"
                                                         + "\n".join(map(str, violations)))
-        with tempfile.TemporaryDirectory(prefix="d2k-outputs-") as outputs_dir:
-            req = EvalRequest(task_id=self.task.id, root=str(self.grading_root), solution_path=str(solution_path),
+        # Each worker reads the task from a fresh private copy; the check process's copy is made
+        # after the solution process has exited, so nothing the solution did can touch it.
+        with tempfile.TemporaryDirectory(prefix="d2k-eval-") as private:
+            outputs_dir = Path(private) / "outputs"
+            outputs_dir.mkdir()
+            req = EvalRequest(task_id=self.task.id, root=str(snapshot_task(self.task, Path(private) / "run")),
+                              solution_path=str(solution_path),
                               mode=mode, device="cuda" if self.can_time else "cpu", workloads=names,
                               smoke=not self.can_time, seed=secrets.randbits(63) if seed is None else seed,
-                              time_budget_s=self.time_budget_s, ceilings=self.ceilings, outputs_dir=outputs_dir)
+                              time_budget_s=self.time_budget_s, ceilings=self.ceilings, outputs_dir=str(outputs_dir))
             result = self._run(req)
             if result.error is None and mode != "profile" and any(w.correct for w in result.workloads):
                 passed = [w.name for w in result.workloads if w.correct]
-                check = self._run(dataclasses.replace(req, role="check", workloads=passed))
+                check_root = snapshot_task(self.task, Path(private) / "check")
+                check = self._run(dataclasses.replace(req, role="check", workloads=passed, root=str(check_root)))
                 result = merge_check(result, check)
         if result.ceilings and self.ceilings is None:
             self.ceilings = result.ceilings
@@ -108,7 +111,6 @@ class Evaluator:
     def close(self) -> None:
         if self._own_cache is not None:
             self._own_cache.cleanup()
-        self._pristine.cleanup()
 
 
 def snapshot_task(task: Task, into: Path) -> Path:

@@ -97,6 +97,7 @@ def harness_fingerprint() -> dict[str, int]:
         "torch.Tensor.clone": torch.Tensor.clone, "torch.Tensor.cpu": torch.Tensor.cpu,
         "torch.Tensor.detach": torch.Tensor.detach, "torch.Tensor.to": torch.Tensor.to,
         "torch.Tensor.untyped_storage": torch.Tensor.untyped_storage, "torch.load": torch.load,
+        "torch.Tensor.__reduce_ex__": torch.Tensor.__reduce_ex__,
         "time.perf_counter": time.perf_counter,
     }
     return {name: id(obj) for name, obj in targets.items()}

@@ -15,14 +15,24 @@ introspection rules apply to the whole file.
 from __future__ import annotations
 
 import ast
+import importlib
+import types
 from dataclasses import dataclass
 
 import torch
 
-# Pure-Python helpers only. Not operator (attrgetter takes dunder names as strings) nor typing
-# (get_type_hints evaluates strings).
-ALLOWED_MODULES = frozenset({"torch", "triton", "math", "functools", "itertools", "dataclasses", "enum", "numbers",
-                             "__future__"})
+# Few and small on purpose: pure helper modules re-export escape hatches (enum.bltns is builtins,
+# operator.attrgetter takes dunder names as strings, functools.update_wrapper sets attributes,
+# functools.lru_cache replays outputs keyed by argument identity).
+ALLOWED_MODULES = frozenset({"torch", "triton", "math", "itertools", "functools", "__future__"})
+RESTRICTED_MODULE_NAMES = {"functools": frozenset({"partial", "reduce"})}
+# Builtins a Triton kernel body may name (the interpreter runs bodies as Python: anything else
+# reachable from a kernel could do the work outside Triton).
+KERNEL_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "isinstance",
+                             "True", "False", "None"})
+# Methods that mutate a container: host code may not keep state between calls (output replay).
+MUTATING_METHODS = frozenset({"append", "extend", "insert", "update", "setdefault", "pop", "popitem", "clear",
+                              "add", "discard", "remove"})
 
 # Attribute names that lead out of the sandbox whatever object they hang off: interpreter frames
 # and code objects (a frame walk reaches the harness), and modules that other modules re-export
@@ -94,6 +104,9 @@ class _Checker(ast.NodeVisitor):
         self.violations: list[Violation] = []
         self.aliases: dict[str, str] = {}  # local name -> fully qualified module or object
         self.in_kernel = False
+        self.kernel_names: set[str] = set()  # set by check_solution: module-level jit functions
+        self.constants: set[str] = set()  # module-level names bound to literals
+        self.scope_locals: set[str] | None = None  # names bound in the function being visited
 
     def flag(self, rule: str, node: ast.AST, message: str) -> None:
         self.violations.append(Violation(rule, getattr(node, "lineno", 0), message))
@@ -127,6 +140,7 @@ class _Checker(ast.NodeVisitor):
                 else:
                     self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
                     self._check_torch_name(f"{node.module}.{a.name}", node)
+                    self._check_restricted(f"{node.module}.{a.name}", node)
 
     # -- torch use in host code ----------------------------------------------------------------------
     def _resolve(self, dotted: str) -> str:
@@ -145,16 +159,25 @@ class _Checker(ast.NodeVisitor):
             self.flag("torch-work", node, f"torch.{rel} is not allowed in host code; the work must be done by "
                                           f"Triton kernels (allowed here: {', '.join(sorted(self.allowed_torch))})")
 
-    def visit_Assign(self, node: ast.Assign) -> None:
-        # `t = torch`, `T = torch.Tensor`: later uses of t and T resolve like the originals.
-        source = _dotted(node.value)
-        if source is not None:
-            full = self._resolve(source)
-            if full.split(".")[0] in ("torch", "triton", "math"):
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        self.aliases[target.id] = full
-        self.generic_visit(node)
+    def _check_restricted(self, full: str, node: ast.AST) -> None:
+        root, _, rest = full.partition(".")
+        allowed = RESTRICTED_MODULE_NAMES.get(root)
+        if allowed is not None and rest.split(".")[0] not in allowed:
+            self.flag("forbidden-import", node, f"{full} is not allowed; from {root} only "
+                                                f"{', '.join(sorted(allowed))} may be used")
+
+    def _is_module(self, full: str) -> bool:
+        """Whether a resolved name is a module object (torch, torch.cuda, tl, ...)."""
+        root, *rest = full.split(".")
+        if root not in ALLOWED_MODULES or root == "__future__":
+            return False
+        try:
+            obj = importlib.import_module(root)
+            for part in rest:
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError):
+            return False
+        return isinstance(obj, types.ModuleType)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr.startswith("__") and node.attr.endswith("__"):
@@ -173,6 +196,9 @@ class _Checker(ast.NodeVisitor):
             if root in FORBIDDEN_BUILTINS and root not in self.aliases:
                 self.flag("introspection", node, f"the builtin {root!r} is not allowed")
             self._check_torch_name(self._resolve(dotted), node)
+            self._check_restricted(self._resolve(dotted), node)
+            if self.in_kernel:
+                self._check_kernel_name(dotted.split(".")[0], node)
             return  # the chain's prefixes are not separate uses
         self.generic_visit(node)
 
@@ -182,10 +208,36 @@ class _Checker(ast.NodeVisitor):
         elif node.id.startswith("__") and node.id.endswith("__") and node.id not in ("__name__",):
             self.flag("introspection", node, f"{node.id!r} is not allowed")
         else:
-            self._check_torch_name(self._resolve(node.id), node)
+            full = self._resolve(node.id)
+            self._check_torch_name(full, node)
+            self._check_restricted(full, node)
+            # Reached only when the name is not the root of an attribute chain: a module passed,
+            # stored or iterated would carry it past every rule above.
+            if node.id in self.aliases and self._is_module(full):
+                self.flag("introspection", node, f"the module {full} may only be used as {node.id}.<name>")
+            if self.in_kernel and isinstance(node.ctx, ast.Load):
+                self._check_kernel_name(node.id, node)
+
+    def _check_kernel_name(self, name: str, node: ast.AST) -> None:
+        allowed = self.scope_locals | self.kernel_names | self.constants | KERNEL_BUILTINS
+        if name not in allowed and self._resolve(name).split(".")[0] not in ("triton", "math"):
+            self.flag("torch-work", node, f"a Triton kernel may read only its arguments, its locals, triton, math, "
+                                          f"other kernels and module-level constants, not {name!r}")
+
+    def _check_state(self, target: ast.AST, node: ast.AST) -> None:
+        if self.scope_locals is not None and isinstance(target, ast.Name) and target.id not in self.scope_locals:
+            self.flag("hidden-state", node, f"{target.id!r} is not local: host code may not keep state between "
+                                            "calls (replaying outputs across calls is an exploit)")
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            self._check_state(node.value, node)
+        self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in MUTATING_METHODS:
+            self._check_state(func.value, node)
         if not self.in_kernel and isinstance(func, ast.Attribute) and func.attr in TENSOR_METHODS \
                 and func.attr not in ALLOWED_TENSOR_METHODS:
             base = _dotted(func.value)
@@ -208,12 +260,13 @@ class _Checker(ast.NodeVisitor):
             self.visit(d)
         kernel = any(_decorator_name(d) in JIT_DECORATORS for d in node.decorator_list)
         outer, self.in_kernel = self.in_kernel, self.in_kernel or kernel
+        outer_locals, self.scope_locals = self.scope_locals, _bound_names(node)
         for child in node.body:
             self.visit(child)
         for default in node.args.defaults + node.args.kw_defaults:
             if default is not None:
                 self.visit(default)
-        self.in_kernel = outer
+        self.in_kernel, self.scope_locals = outer, outer_locals
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -221,6 +274,36 @@ class _Checker(ast.NodeVisitor):
         self.flag("introspection", node, "global statements are not allowed")
 
     visit_Nonlocal = visit_Global
+
+
+def _bound_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Parameters and every name the function (or a nested scope in it) binds."""
+    a = func.args
+    names = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
+    names |= {p.arg for p in (a.vararg, a.kwarg) if p is not None}
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and node is not func:
+            names |= {p.arg for p in node.args.args + node.args.kwonlyargs}
+            if not isinstance(node, ast.Lambda):
+                names.add(node.name)
+    return names
+
+
+def _module_constants(tree: ast.Module) -> set[str]:
+    """Module-level names bound once to a literal or a tl.constexpr(...) of one."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            value = node.value
+            if isinstance(value, ast.Call) and value.args:
+                value = value.args[0]
+            if isinstance(value, ast.Constant) or (isinstance(value, ast.UnaryOp) and
+                                                   isinstance(value.operand, ast.Constant)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
 
 
 def _launch_graph(tree: ast.Module) -> str | None:
@@ -256,6 +339,9 @@ def check_solution(source: str, allowed_torch: frozenset[str] = frozenset(),
     try:
         tree = ast.parse(source)
         checker = _Checker(allowed_torch, forbidden_imports)
+        checker.kernel_names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                                and any(_decorator_name(d) in JIT_DECORATORS for d in n.decorator_list)}
+        checker.constants = _module_constants(tree)
         checker.visit(tree)
     except SyntaxError as exc:
         return [Violation("syntax", exc.lineno or 0, f"SyntaxError: {exc.msg}")]
