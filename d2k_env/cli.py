@@ -116,7 +116,8 @@ def cmd_demo(args) -> int:
 
 
 class _RunProgress:
-    """A progress bar of episodes done, running and failed, with one line per finished episode."""
+    """A progress bar of episodes done, running and failed, with one line per finished episode
+    (a :class:`d2k_env.runner.RunCallback`)."""
 
     def __init__(self, progress: Progress):
         self.progress = progress
@@ -160,6 +161,11 @@ class _RunProgress:
         else:
             self.progress.console.print(f"{key}: [red]failed[/red]: {summary['error']}", markup=False)
 
+    def on_episode_stopped(self, key) -> None:
+        with self._lock:
+            self.running -= 1
+            self._update()
+
     def on_interrupt(self) -> None:
         self.progress.console.print("[yellow]stopping: no new episodes; running ones stop after their current step "
                                     "(Ctrl-C again to quit at once)[/yellow]")
@@ -188,6 +194,7 @@ def cmd_run(args) -> int:
     from d2k_env.agents.base import PolicyError
     from d2k_env.runner import RunDirectoryError
 
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         return _run(args)
     except (PolicyError, RunDirectoryError) as exc:
@@ -195,6 +202,11 @@ def cmd_run(args) -> int:
         return 2
     except ImportError as exc:
         return _missing_extra(exc)
+    except KeyboardInterrupt:  # before any episode started
+        console.print("[yellow]interrupted[/yellow] before any episode started")
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _missing_extra(exc: ImportError) -> int:
@@ -222,16 +234,13 @@ def _run(args) -> int:
     tracker = _wandb_tracker(args, run_dir, keys, settings, make_policy) if args.wandb_project else None
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                TimeElapsedColumn())
-    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         with Progress(*columns, console=console) as progress:
             callbacks = [_RunProgress(progress)] + ([tracker] if tracker else [])
             result = run_experiment(run_dir, keys, make_policy, settings, jobs=args.jobs, callbacks=callbacks)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # the second Ctrl-C
         console.print("[red]aborted[/red]: unfinished episodes left only .tmp files, removed by the next run")
         os._exit(130)  # episode threads may still be inside an evaluation: do not wait for them
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     if tracker is not None:
         _finish_tracker(tracker, run_dir)
     console.print(f"{len(result.finished)} episodes finished, {len(result.failed)} failed, {result.skipped} skipped "

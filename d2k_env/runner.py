@@ -87,6 +87,7 @@ class RunCallback:
     def on_episode_start(self, key: EpisodeKey) -> None: ...
     def on_step(self, key: EpisodeKey, record: dict[str, Any]) -> None: ...
     def on_episode_end(self, key: EpisodeKey, header: dict[str, Any], summary: dict[str, Any]) -> None: ...
+    def on_episode_stopped(self, key: EpisodeKey) -> None: ...  # interrupted; its trajectory discarded
     def on_interrupt(self) -> None: ...
 
 
@@ -235,6 +236,8 @@ def _run_and_record(key, make_policy, settings, path, callbacks, stop) -> dict[s
         header, summary = run_episode(key, make_policy, settings, writer, callbacks, stop)
     except Interrupted:
         writer.discard()
+        for cb in callbacks:
+            cb.on_episode_stopped(key)
         return None
     except BaseException:
         writer.discard()
