@@ -129,7 +129,11 @@ class RunDirectory:
         self._lock.truncate(0)
         self._lock.write(f"pid {os.getpid()}\n")
         self._lock.flush()
-        self._check_settings()
+        try:
+            self._check_settings()
+        except BaseException:
+            self.__exit__()
+            raise
         for tmp in episodes_dir(self.path).glob("*" + TMP_SUFFIX):
             tmp.unlink()
         return self
@@ -138,6 +142,7 @@ class RunDirectory:
         if self._lock is not None:
             fcntl.flock(self._lock, fcntl.LOCK_UN)
             self._lock.close()
+            self._lock = None
 
     def _check_settings(self) -> None:
         meta = self.read_meta()

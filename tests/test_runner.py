@@ -123,8 +123,10 @@ def test_failed_episodes_are_recorded_and_retried(tmp_path):
 def test_run_directory_guards(tmp_path):
     keys = plan("browse", ["fused_add_rmsnorm"], ["none"], [0])
     run_experiment(tmp_path, keys, browsing, SETTINGS)
-    with pytest.raises(ValueError, match="max_steps"):
+    with pytest.raises(ValueError, match="max_steps") as refused:
         run_experiment(tmp_path, keys, browsing, RunSettings(backend="interpreter", max_steps=5))
+    # the refusal released the lock, even while its traceback (and the directory object) is alive
+    assert refused.traceback and run_experiment(tmp_path, keys, browsing, SETTINGS).skipped == 1
     with RunDirectory(tmp_path, SETTINGS):
         with pytest.raises(RunDirectoryError, match="in use"):
             run_experiment(tmp_path, keys, browsing, SETTINGS)
