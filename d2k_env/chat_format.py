@@ -167,7 +167,7 @@ class ContextPolicy:
         boundary = turns[old_turns]  # first message sent in full
         out = []
         for i, m in enumerate(messages):
-            if i < boundary and i >= 2:
+            if 2 <= i < boundary:  # never the system prompt or the task prompt
                 m = self._shorten(m)
             out.append(m)
         return out

@@ -124,7 +124,8 @@ def test_context_policy_shortens_old_outputs_and_keeps_recent_turns_and_prompt()
     for i in old:
         args = json.loads(compact[i]["tool_calls"][0]["function"]["arguments"])  # still valid JSON
         assert len(args["content"]) < 400 and "omitted" in args["content"]
-        assert len(compact[i + 1]["content"]) < 400 and compact[i + 1]["content"].startswith(f"result")
+        output = compact[i + 1]["content"]
+        assert len(output) < 400 and output.startswith(f"result {assistant.index(i)} ")
     for i in recent:
         assert compact[i] == messages[i] and compact[i + 1] == messages[i + 1]
     assert messages[assistant[0] + 1]["content"].endswith("o" * 100)  # the transcript itself is untouched

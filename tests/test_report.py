@@ -10,7 +10,7 @@ import math
 import pytest
 
 from d2k_env.cli import main
-from d2k_env.report import build_report, to_markdown, write_report
+from d2k_env.report import build_report
 from d2k_env.runner import submission_metrics
 from d2k_env.task import project_root
 from d2k_env.trajectory import FORMAT_VERSION, EpisodeKey, TrajectoryWriter, episodes_dir
