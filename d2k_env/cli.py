@@ -262,14 +262,12 @@ def _wandb_tracker(args, run_dir, keys, settings, make_policy):
 
     with RunDirectory(run_dir, settings) as directory:  # the wandb run id lives in run.json
         meta = directory.read_meta()
-        earlier = [t for t in load_run(run_dir) if t.finished]
         policy = make_policy(keys[0])
         config = experiment_config(keys, settings, policy.describe())
         policy.close()
         run_id = meta.get("wandb", {}).get(args.wandb_project)
         tracker = WandbTracker(args.wandb_project, config, run_dir, run_id=run_id, name=args.wandb_name or run_dir.name,
-                               entity=args.wandb_entity, first_episode=len(earlier),
-                               first_step=sum(t.summary["steps"] for t in earlier))
+                               entity=args.wandb_entity, earlier=load_run(run_dir))
         meta.setdefault("wandb", {})[args.wandb_project] = tracker.run_id
         directory.write_meta(meta)
     return tracker

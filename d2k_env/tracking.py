@@ -29,11 +29,11 @@ def experiment_config(keys: Iterable[EpisodeKey], settings: RunSettings, policy_
 
 
 class WandbTracker(RunCallback):
-    """One wandb run. ``run_id`` resumes an earlier run (its axes continue from ``first_episode`` and
-    ``first_step``); every method is thread-safe."""
+    """One wandb run; every method is thread-safe. ``run_id`` resumes an earlier run, and ``earlier``
+    (the run directory's finished trajectories) lets its axes and running rates continue."""
 
     def __init__(self, project: str, config: dict[str, Any], directory: str | Path, run_id: str | None = None,
-                 name: str | None = None, entity: str | None = None, first_episode: int = 0, first_step: int = 0):
+                 name: str | None = None, entity: str | None = None, earlier: Iterable[Trajectory] = ()):
         import wandb
 
         self._wandb = wandb
@@ -45,9 +45,14 @@ class WandbTracker(RunCallback):
             self.run.define_metric(axis, hidden=False)
             self.run.define_metric(pattern, step_metric=axis)
         self._lock = threading.Lock()
-        self._next_episode, self._step = first_episode, first_step
+        self._next_episode, self._step = 0, 0
         self._index: dict[EpisodeKey, int] = {}
         self._outcomes: dict[str, list[bool]] = {}
+        for t in earlier:
+            if t.finished:
+                self._next_episode += 1
+                self._step += t.summary["steps"]
+                self._outcomes.setdefault(t.header["condition"], []).append(bool(t.summary["correct"]))
 
     @property
     def run_id(self) -> str:

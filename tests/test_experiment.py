@@ -160,6 +160,9 @@ def test_run_killed_midway_resumes_reports_and_logs_to_wandb(server, tmp_path):
     assert len([h for h in history if "step/reward" in h]) == ran_again * len(EXPECTED_TOOLS)
     assert sum(h["episode/correct"] for h in ended) == sum(
         s["correct"] for h, _, s in trajectories.values() if h["prompt"] not in prompts_before)
+    for condition, rate in rates.items():  # running rates count the episodes finished before the kill too
+        logged = [h[f"condition/{condition}/correct_rate"] for h in history if f"condition/{condition}/correct_rate" in h]
+        assert logged[-1] == pytest.approx(rate)
     table = json.loads(next(offline[-1].glob("files/media/table/kernels_*.table.json")).read_text())
     rows = [dict(zip(table["columns"], row)) for row in table["data"]]
     assert len(rows) == 6
