@@ -37,7 +37,6 @@ from d2k_env.trajectory import (FORMAT_VERSION, TMP_SUFFIX, EpisodeKey, Trajecto
 from d2k_env.verdict import geomean
 
 RUN_FILE = "run.json"
-DEFAULT_CONDITIONS = ("none", "L1+L2+L3")
 STACKING = ("none", "L1", "L1+L2", "L1+L2+L3")  # the cumulative guidance conditions, in order
 
 
@@ -226,6 +225,10 @@ def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy:
             for cb in callbacks:
                 cb.on_interrupt()
             pool.shutdown(wait=True, cancel_futures=True)
+        except BaseException:  # e.g. a callback failed: stop the others before the lock is released
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
         else:
             pool.shutdown(wait=True)
         result.interrupted = stop.is_set()

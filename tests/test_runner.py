@@ -2,6 +2,7 @@
 
 import json
 import threading
+import time
 
 import pytest
 
@@ -148,3 +149,37 @@ def test_submission_metrics_of_timed_and_untimed_results():
     assert m["speedup"] == pytest.approx(4.0) and m["roofline_fraction"] == pytest.approx(0.4 ** 0.5 * 1.0)
     assert submission_metrics({**timed, "correct": False})["speedup"] is None
     assert submission_metrics(None)["submitted"] is False
+
+
+class BrokenTracker:
+    """A callback that fails once an episode ends, like a tracker losing its backend."""
+
+    def on_run_start(self, planned, skipped): pass
+    def on_episode_start(self, key): pass
+    def on_step(self, key, record): pass
+    def on_episode_stopped(self, key): pass
+    def on_interrupt(self): pass
+
+    def on_episode_end(self, key, header, summary):
+        raise OSError("tracker backend gone")
+
+
+class Slow(Policy):
+    """0.2 s per action, so no other episode can finish while the run reacts to an error."""
+
+    name = "browse"
+
+    def __call__(self, observation):
+        time.sleep(0.2)
+        return call("list_files")
+
+
+def test_a_failing_callback_stops_the_run_without_leaving_episodes_running(tmp_path):
+    keys = plan("browse", ["fused_add_rmsnorm", "merge_attn_states"], ["none", "L1"], [0])
+    with pytest.raises(OSError, match="tracker backend gone"):
+        run_experiment(tmp_path, keys, lambda k: Slow(), SETTINGS, jobs=2, callbacks=[BrokenTracker()])
+    assert not list(episodes_dir(tmp_path).glob("*.tmp"))  # every thread ended before the error surfaced
+    finished = {t.key for t in load_run(tmp_path)}
+    assert 1 <= len(finished) < len(keys)
+    result = run_experiment(tmp_path, keys, browsing, SETTINGS, jobs=2)  # the lock was released
+    assert result.skipped == len(finished) and len(result.finished) == len(keys) - len(finished)
