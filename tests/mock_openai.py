@@ -2,7 +2,7 @@
 
 ``GET /v1/models`` lists one model; ``POST /v1/chat/completions`` answers with what ``script``
 returns for the request (an assistant message: ``content`` and/or ``tool_calls`` as
-``(name, arguments dict)`` pairs). Like a real server it rejects a conversation whose tool calls
+``(name, arguments dict)`` pairs, optionally ``reasoning_content``). Like a real server it rejects a conversation whose tool calls
 are not all answered (400). ``faults`` is a queue of HTTP statuses (429, 500, ...) served, in order,
 instead of the next completions. Token usage is a deterministic function of the text, recorded per
 response in ``billed``.
@@ -86,6 +86,8 @@ class MockChatServer:
             return 400, {"error": {"message": problem, "type": "invalid_request_error"}}, {}
         reply = self.script(body)
         message: dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
+        if "reasoning_content" in reply:  # as vLLM's reasoning parsers return it
+            message["reasoning_content"] = reply["reasoning_content"]
         calls = reply.get("tool_calls") or []
         if calls:
             message["tool_calls"] = [{"id": f"call_{len(self.requests)}_{i}", "type": "function",

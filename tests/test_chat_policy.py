@@ -27,7 +27,7 @@ def scripted(body):
     return [
         {"tool_calls": [("list_files", {}), ("read_file", {"path": "baseline.py"})]},
         {"content": "Let me check.\n<tool_call>{\"name\": \"run_tests\", \"arguments\": {}}</tool_call>"},
-        {"content": "done", "tool_calls": [("submit", {})]},
+        {"content": "done", "reasoning_content": "The tests pass, so submit.", "tool_calls": [("submit", {})]},
     ][turn(body)]
 
 
@@ -36,6 +36,8 @@ def test_policy_runs_a_conversation_retrying_429_and_500(env_vars):
         policy = ChatPolicy(base_url=server.url, backoff_s=0.01)
         assert policy.model == "mock-kernel-model"  # the server's only model
         actions = [policy("PROMPT"), policy("files"), policy("baseline source"), policy("tests passed")]
+        assert policy.last_output == {"content": "done", "reasoning": "The tests pass, so submit.",
+                                      "tool_calls": [{"id": "call_5_0", "name": "submit", "arguments": "{}"}]}
         usage = policy.usage
         policy.close()
     assert [parse_action(a).tool for a in actions] == ["list_files", "read_file", "run_tests", "submit"]

@@ -114,7 +114,8 @@ class ChatPolicy(Policy):
         message = response.choices[0].message
         calls = tuple(ModelToolCall(c.id or f"call_{self.usage.requests}_{i}", c.function.name, c.function.arguments)
                       for i, c in enumerate(message.tool_calls or []) if getattr(c, "function", None) is not None)
-        reasoning = (message.model_extra or {}).get("reasoning_content") or (message.model_extra or {}).get("reasoning")
+        extra = getattr(message, "model_extra", None) or {}  # fields servers add, e.g. vLLM's reasoning
+        reasoning = extra.get("reasoning_content") or extra.get("reasoning")
         return ModelReply(message.content, calls, reasoning if isinstance(reasoning, str) else None)
 
     def _create_with_retries(self, request: dict[str, Any]):
