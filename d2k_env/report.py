@@ -242,6 +242,10 @@ def _pct(v: float | None) -> str:
     return NOT_MEASURED if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.0f}%"
 
 
+def _num(v: float, spec: str) -> str:
+    return "-" if math.isnan(v) else format(v, spec)
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
             *("| " + " | ".join(r) + " |" for r in rows)]
@@ -266,7 +270,8 @@ def to_markdown(report: Report) -> str:
                          "of roofline", "mean steps", "mean tokens"],
                         [[c.task, c.condition, f"{c.correct}/{c.episodes}" + (f" ({c.failed} failed)" if c.failed else ""),
                           _x(c.speedup), _x(c.speedup_when_correct), _pct(c.reference_fraction),
-                          _pct(c.roofline_fraction), f"{c.mean_steps:.1f}", f"{c.mean_tokens:.0f}"] for c in p.cells])
+                          _pct(c.roofline_fraction), _num(c.mean_steps, ".1f"), _num(c.mean_tokens, ".0f")]
+                         for c in p.cells])
         lines += ["", "### Summary per condition", ""]
         lines += _table(["condition", "tasks", "episodes", "correctness rate", "Performance Score",
                          "speedup when correct"],
