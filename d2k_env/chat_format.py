@@ -232,7 +232,7 @@ class Conversation:
         else:
             self.messages.append({"role": "user", "content": observation})
 
-    def abandon_pending(self, reason: str) -> None:
-        """Answer calls that will not run (the episode ended first), so the transcript stays valid."""
-        while self._pending:
-            self.messages.append({"role": "tool", "tool_call_id": self._pending.pop(0), "content": reason})
+    @property
+    def has_pending(self) -> bool:
+        """Whether tool calls of the last reply still await their results."""
+        return bool(self._pending)

@@ -150,3 +150,23 @@ def load_run(run_dir: str | Path) -> list[Trajectory]:
     if not directory.is_dir():
         raise FileNotFoundError(f"{run_dir} holds no episodes/ directory: is it a d2k run directory?")
     return sorted((read_trajectory(p) for p in directory.glob("*" + SUFFIX)), key=lambda t: t.key)
+
+
+def chat_transcript(trajectory: Trajectory) -> list[dict[str, Any]]:
+    """The episode as OpenAI chat messages (system, prompt, assistant turns, tool results), e.g. for
+    fine-tuning. Steps without a model output (scripted policies) become assistant text turns.
+    Observations are as stored, so clipped ones stay clipped."""
+    from d2k_env.chat_format import Conversation, ModelReply, ModelToolCall
+
+    settings = trajectory.header.get("policy_settings") or {}
+    conversation = Conversation(settings.get("tool_mode", "text"), settings.get("system_prompt"))
+    conversation.start(trajectory.header["prompt"])
+    for step in trajectory.steps:
+        output = step.get("model_output")
+        if output is not None:
+            conversation.add_reply(ModelReply(output["content"], tuple(ModelToolCall(**c) for c in output["tool_calls"]),
+                                              output.get("reasoning")))
+        elif not conversation.has_pending:  # not the second call of an earlier reply
+            conversation.add_reply(ModelReply(step["action"]))
+        conversation.add_observation(step["observation"])
+    return conversation.messages

@@ -15,6 +15,7 @@ import pytest
 import wandb_records
 from d2k_env.cli import main
 from d2k_env.task import project_root, task_ids
+from d2k_env.trajectory import chat_transcript, read_trajectory
 from mock_openai import MockChatServer
 
 ROOT = project_root()
@@ -123,6 +124,10 @@ def test_run_killed_midway_resumes_reports_and_logs_to_wandb(server, tmp_path):
         assert summary["tokens"]["total_tokens"] == sum(b["prompt_tokens"] + b["completion_tokens"]
                                                         for b in run_billing if b["first_user"] == header["prompt"])
     assert set(trajectories) == set(SOLUTIONS)
+    for path in files:  # the transcript rebuilt from a file is what the model was sent, then its last turn
+        messages = chat_transcript(read_trajectory(path))
+        sent = [r["messages"] for r in server.requests if r["messages"][1]["content"] == messages[1]["content"]][-1]
+        assert messages[:len(sent)] == sent and len(messages) == len(sent) + 2
     rerun_retries = sum(s["tokens"]["retries"] for h, _, s in trajectories.values() if h["prompt"] not in prompts_before)
     assert rerun_retries == 2 and Counter(server.statuses)[429] == 2 and Counter(server.statuses)[500] == 2
     for path in run_dir.rglob("*"):

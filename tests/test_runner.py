@@ -10,7 +10,8 @@ from conftest import call
 from d2k_env.agents import Policy, ScriptedPolicy
 from d2k_env.runner import (RunDirectory, RunDirectoryError, RunSettings, condition_name, plan, run_experiment,
                             submission_metrics)
-from d2k_env.trajectory import TrajectoryError, TrajectoryWriter, episodes_dir, load_run, read_trajectory
+from d2k_env.trajectory import (TrajectoryError, TrajectoryWriter, chat_transcript, episodes_dir, load_run,
+                                read_trajectory)
 
 SETTINGS = RunSettings(backend="interpreter", max_steps=3, observation_chars=300)
 
@@ -66,6 +67,10 @@ def test_rerun_skips_finished_episodes_and_replay_reproduces_them(tmp_path):
     assert {p.name: p.read_bytes() for p in episodes_dir(tmp_path).iterdir()} == before
     replay = ScriptedPolicy.from_trajectory(load_run(tmp_path)[0].path)
     assert replay.actions == [call("list_files"), call("read_file", path="baseline.py"), "not an action"]
+    messages = chat_transcript(load_run(tmp_path)[0])  # a scripted episode as a text-mode chat
+    assert [m["role"] for m in messages] == ["system", "user"] + ["assistant", "user"] * 3
+    assert messages[1]["content"].startswith("# Task: fused_add_rmsnorm") and messages[6]["content"] == "not an action"
+    assert "not valid JSON" in messages[7]["content"]
 
 
 class StoppingPolicy(Policy):
