@@ -1,15 +1,21 @@
-"""What the evaluation child can and cannot see: environment, arguments, network, packages."""
+"""What the evaluation child can and cannot see: environment, arguments, network, packages; and
+that no process it starts outlives the evaluation."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
+from pathlib import Path
 
 import pytest
 
-from d2k_env.evaluator import Evaluator, PhaseLimits
-from d2k_env.evaluator.sandbox import _limit_child, child_environment
-from d2k_env.task import load_task
+from d2k_env.evaluator import Evaluator, PhaseLimits, sandbox
+from d2k_env.evaluator.protocol import EvalRequest
+from d2k_env.evaluator.sandbox import _limit_child, child_environment, run_worker
+from d2k_env.task import load_task, project_root
 
 # Behind a bypassed static policy (defence in depth): a solution that reports what it can see.
 SNOOP = textwrap.dedent("""
@@ -88,3 +94,180 @@ def test_resource_limits_bind_the_child():
     out = subprocess.run([sys.executable, "-c", code], preexec_fn=_limit_child, capture_output=True, text=True)
     fsize, cpu = map(int, out.stdout.split())
     assert 0 < fsize < 2**40 and 0 < cpu <= 3600
+
+
+# -- no process started by an evaluation outlives it ----------------------------------------------------
+
+# Behind a bypassed static policy: at import, the solution starts three processes that try to leave the
+# worker's process group (setsid + double fork, setsid, setpgid), each writing "pid starttime" to
+# PID_DIR and closing every inherited descriptor (so the evaluation itself ends normally). Then it
+# stops its supervisor when told (and only if its parent is the supervisor) and sleeps HOLD seconds.
+# No forward(): the evaluation fails to load, which does not matter here. Every stray exits after
+# 60 s on its own.
+STRAYS = textwrap.dedent("""
+    import os, signal, time
+
+    PID_DIR, HOLD, STOP_SUPERVISOR = @PID_DIR@, @HOLD@, @STOP_SUPERVISOR@
+    STRAYS = ("double-fork", "setsid", "setpgid")
+
+    def _record(name, pid=None):
+        pid = pid or os.getpid()
+        start = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[19]
+        with open(os.path.join(PID_DIR, name + ".tmp"), "w") as f:
+            f.write(f"{pid} {start}")
+        os.rename(os.path.join(PID_DIR, name + ".tmp"), os.path.join(PID_DIR, name + ".pid"))
+
+    def _stray(name):
+        os.closerange(0, 4096)
+        _record(name)
+        time.sleep(60)
+        os._exit(0)
+
+    if STOP_SUPERVISOR and "reaper.py" in open(f"/proc/{os.getppid()}/cmdline").read():
+        os.kill(os.getppid(), signal.SIGSTOP)
+    _record("worker")
+    _record("parent", os.getppid())  # the supervisor (the env, without one)
+    if (pid := os.fork()) == 0:
+        os.setsid()
+        if os.fork() == 0:
+            _stray("double-fork")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    if os.fork() == 0:
+        os.setsid()
+        _stray("setsid")
+    if os.fork() == 0:
+        os.setpgid(0, 0)
+        _stray("setpgid")
+    deadline = time.monotonic() + 20
+    while not all(os.path.exists(os.path.join(PID_DIR, n + ".pid")) for n in STRAYS):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    time.sleep(HOLD)
+""")
+STRAY_NAMES = ("double-fork", "setsid", "setpgid")
+
+
+def _solution(tmp_path: Path, hold: float = 0, stop_supervisor: bool = False) -> tuple[Path, Path]:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    path = tmp_path / "solution.py"
+    path.write_text(STRAYS.replace("@PID_DIR@", repr(str(pids))).replace("@HOLD@", repr(hold))
+                    .replace("@STOP_SUPERVISOR@", repr(stop_supervisor)))
+    return path, pids
+
+
+def _request(path: Path, tmp_path: Path) -> EvalRequest:
+    return EvalRequest(task_id="fused_add_rmsnorm", root=str(project_root()), solution_path=str(path), mode="test",
+                       device="cpu", workloads=["5x200"], smoke=True, seed=1, outputs_dir=str(tmp_path))
+
+
+def _recorded(pids: Path, names) -> dict[str, tuple[int, str]]:
+    out = {}
+    for name in names:
+        f = pids / f"{name}.pid"
+        if f.exists():
+            pid, start = f.read_text().split()
+            out[name] = int(pid), start
+    return out
+
+
+def _state(pid: int, start: str) -> str | None:
+    """The state letter of the process (pid, starttime), None once it is reaped (a zombie shows 'Z')."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0] if fields[19] == start else None
+
+
+def _existing(procs: dict[str, tuple[int, str]], zombies_count_as_dead: bool = False) -> dict[str, str]:
+    found = {name: _state(*p) for name, p in procs.items()}
+    return {n: s for n, s in found.items() if s is not None and not (zombies_count_as_dead and s == "Z")}
+
+
+def _cleanup(procs: dict[str, tuple[int, str]]) -> None:
+    for name, (pid, start) in procs.items():  # only our own strays, by pid and start time
+        if _state(pid, start) not in (None, "Z"):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_no_process_started_by_the_evaluation_survives_it(tmp_path):
+    path, pids = _solution(tmp_path)
+    started = time.monotonic()
+    outcome = run_worker(_request(path, tmp_path), limits=PhaseLimits(default=60), triton_cache=tmp_path / "cache",
+                         interpret=True)
+    took = time.monotonic() - started
+    procs = _recorded(pids, ("worker", *STRAY_NAMES))
+    try:
+        assert set(procs) == {"worker", *STRAY_NAMES}, f"the strays never started: {outcome.output}"
+        # Gone and reaped: not even a zombie is left.
+        assert not _existing(procs), f"outlived the evaluation: {_existing(procs)}"
+        assert outcome.stopped is None and "forward" in (outcome.result or {}).get("error", ""), outcome
+        assert outcome.strays >= len(STRAY_NAMES), outcome  # the supervisor reaped them
+        assert took < 30, took
+    finally:
+        _cleanup(procs)
+
+
+DRIVER = textwrap.dedent("""
+    import sys
+    import d2k_env.evaluator as ev
+    from d2k_env.task import load_task
+
+    ev.check_solution = lambda source, allowed: []  # the static policy bypassed, as in the red-team tests
+    evaluator = ev.Evaluator(load_task("fused_add_rmsnorm"), "interpreter", limits=ev.PhaseLimits(default=120))
+    evaluator.evaluate(sys.argv[1])
+""")
+
+
+def test_nothing_survives_when_the_env_process_is_killed(tmp_path):
+    """A SIGKILLed env (say, `d2k run`) leaves neither the worker nor anything it started behind."""
+    path, pids = _solution(tmp_path, hold=60)
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(path)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)
+    procs: dict = {}
+    supervisor: dict = {}
+    try:
+        deadline = time.monotonic() + 90
+        while len(procs := _recorded(pids, ("worker", *STRAY_NAMES))) < 4 and time.monotonic() < deadline:
+            assert driver.poll() is None, driver.stderr.read().decode()
+            time.sleep(0.05)
+        assert len(procs) == 4, "the evaluation never got going"
+        supervisor = _recorded(pids, ["parent"])
+        assert _state(*procs["worker"]) not in (None, "Z"), "the worker should be sleeping in its solution"
+        driver.kill()
+        driver.wait()
+        killed = time.monotonic()
+        while _existing(procs) or _existing(supervisor, zombies_count_as_dead=True):
+            if time.monotonic() - killed > 10:
+                break
+            time.sleep(0.05)
+        assert not _existing(procs), f"outlived the env: {_existing(procs)}"  # gone and reaped
+        # The supervisor's zombie, if any, is its new parent's (init's) to reap.
+        assert not _existing(supervisor, zombies_count_as_dead=True), "the supervisor outlived the env"
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+        _cleanup({**procs, **supervisor})
+
+
+def test_a_stopped_supervisor_neither_hangs_the_env_nor_lets_the_strays_escape(tmp_path, monkeypatch):
+    """The solution SIGSTOPs its supervisor: past the grace period the env kills what it finds under it."""
+    monkeypatch.setattr(sandbox, "SUPERVISOR_GRACE_S", 1.0)
+    path, pids = _solution(tmp_path, stop_supervisor=True)
+    started = time.monotonic()
+    outcome = run_worker(_request(path, tmp_path), limits=PhaseLimits(default=60), triton_cache=tmp_path / "cache",
+                         interpret=True)
+    took = time.monotonic() - started
+    procs = _recorded(pids, ("worker", *STRAY_NAMES))
+    try:
+        assert set(procs) == {"worker", *STRAY_NAMES}, f"the strays never started: {outcome.output}"
+        # Killed; with the supervisor gone, their zombies are init's to reap.
+        assert not _existing(procs, zombies_count_as_dead=True), f"outlived the evaluation: {_existing(procs)}"
+        assert "forward" in (outcome.result or {}).get("error", ""), outcome
+        assert took < 30, took
+    finally:
+        _cleanup(procs)

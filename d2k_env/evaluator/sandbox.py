@@ -1,11 +1,23 @@
 """Runs an evaluation worker in a child process that the env always outlives.
 
-The child gets its own session (so a kill takes its whole process group, forks included), a
-private scratch directory as working directory, HOME and TMPDIR, the episode's Triton cache, a
-scrubbed environment, resource limits (file size, CPU time, processes), no network where the OS
-allows a private network namespace, and a ``sys.path`` without the agent's workspace. Progress and
-the result come back as JSON lines on a dedicated pipe; each phase (load, check, time, ...) has its
-own time limit. stdout and stderr are kept only as clipped text to show the agent.
+The child gets its own session, a private scratch directory as working directory, HOME and TMPDIR,
+the episode's Triton cache, a scrubbed environment, resource limits (file size, CPU time,
+processes), no network where the OS allows a private network namespace, and a ``sys.path`` without
+the agent's workspace. Progress and the result come back as JSON lines on a dedicated pipe; each
+phase (load, check, time, ...) has its own time limit. stdout and stderr are kept only as clipped
+text to show the agent.
+
+Guarantee: no process started by an evaluation outlives it, wherever it went (``setsid()``,
+``setpgid()``, double forks). The child is a supervisor (:mod:`d2k_env.evaluator.reaper`, which never
+runs agent code) that makes itself the child subreaper of the worker's whole tree, so orphans below
+it are re-parented to it rather than to init; when the evaluation ends (the result arrived, the
+worker died, a limit was hit, or an exception reached :func:`run_worker`) the env asks it to SIGKILL
+and reap every descendant, then kills its process group as before. If the env itself dies (even by
+SIGKILL) the kernel tells the supervisor (``PR_SET_PDEATHSIG``), which takes the tree down the same
+way; if the supervisor dies, the kernel kills the worker. The env never waits on a supervisor that
+misbehaves: past a deadline it kills what it still finds under it, then the supervisor. Not covered:
+code that SIGKILLs the supervisor before it cleans up (any process of the same user may): the
+supervisor's orphans then go to init.
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from d2k_env.evaluator import reaper
 from d2k_env.evaluator.protocol import EvalRequest
 
 FILE_SIZE_LIMIT = 4 * 2**30  # per file the child writes: saved outputs of the largest workloads fit
@@ -36,7 +49,12 @@ ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA
                  "NVIDIA_VISIBLE_DEVICES", "CC", "CXX", "PYTHONPATH")
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+_REAPER = str(Path(reaper.__file__).resolve())
 _CLONE_NEWNET = 0x40000000
+# Resolved here: the preexec_fn runs in a forked child of a possibly threaded env, where dlopen may deadlock.
+_UNSHARE = getattr(ctypes.CDLL(None, use_errno=True), "unshare", None)
+# How long the env waits for the supervisor to report that the tree is down; then it kills the tree itself.
+SUPERVISOR_GRACE_S = reaper.CLEANUP_S + 5
 
 
 @dataclass
@@ -57,6 +75,7 @@ class WorkerOutcome:
     output: str  # the tail of what the child printed
     returncode: int | None
     stopped: str | None  # why the harness killed it (a phase over its time limit, an output flood)
+    strays: int = 0  # processes besides the worker that the supervisor reaped (orphans, leftovers it killed)
 
 
 class OutputTail:
@@ -88,9 +107,15 @@ def _limit_child() -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
     resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
     try:  # a private network namespace has no interfaces but a down loopback: no network at all
-        ctypes.CDLL(None, use_errno=True).unshare(_CLONE_NEWNET)
-    except (OSError, AttributeError):
+        _UNSHARE(_CLONE_NEWNET)
+    except (OSError, TypeError):
         pass
+
+
+def _start_supervisor() -> None:
+    """In the supervisor before exec: the limits, and SIGTERM (its stop request) when the env dies."""
+    _limit_child()
+    reaper.prctl(reaper.PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def child_environment(scratch: str, triton_cache: Path, interpret: bool) -> dict[str, str]:
@@ -104,31 +129,46 @@ def child_environment(scratch: str, triton_cache: Path, interpret: bool) -> dict
 
 
 def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, interpret: bool) -> WorkerOutcome:
-    """Run one worker in a fresh child process, enforcing per-phase time limits."""
+    """Run one worker in a fresh child process, enforcing per-phase time limits.
+
+    When this returns (or raises), every process the evaluation started is gone.
+    """
     with tempfile.TemporaryDirectory(prefix="d2k-eval-") as scratch:
         read_fd, write_fd = os.pipe()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "d2k_env.evaluator.worker", str(write_fd)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch,
-            env=child_environment(scratch, triton_cache, interpret),
-            pass_fds=(write_fd,), start_new_session=True, preexec_fn=_limit_child)
-        os.close(write_fd)
-        output = OutputTail(proc.stdout)
+        status_read, status_write = os.pipe()
         try:
-            proc.stdin.write(req.to_json().encode())
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
-        result, stopped = _follow(read_fd, limits, output)
-        _kill_group(proc)
-        return WorkerOutcome(result, output.text(), proc.returncode, stopped)
+            proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", _REAPER, str(write_fd), str(status_write), str(os.getpid())],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch,
+                env=child_environment(scratch, triton_cache, interpret),
+                pass_fds=(write_fd, status_write), start_new_session=True, preexec_fn=_start_supervisor)
+        except BaseException:
+            os.close(read_fd)
+            os.close(status_read)
+            raise
+        finally:
+            os.close(write_fd)
+            os.close(status_write)
+        result, stopped = None, None
+        try:
+            channel = os.fdopen(read_fd, "rb", buffering=0)
+            output = OutputTail(proc.stdout)
+            try:
+                proc.stdin.write(req.to_json().encode())
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            result, stopped = _follow(channel, limits, output)
+        finally:
+            returncode, strays = _take_down(proc, status_read)
+        return WorkerOutcome(result, output.text(), returncode, stopped, strays)
 
 
-def _follow(fd: int, limits: PhaseLimits, output: OutputTail) -> tuple[dict | None, str | None]:
+def _follow(channel, limits: PhaseLimits, output: OutputTail) -> tuple[dict | None, str | None]:
     """Read the channel until the result arrives, the child exits, or it breaks a limit."""
     phase, workload, started = "start", "", time.monotonic()
     buffer, result = b"", None
-    with os.fdopen(fd, "rb", buffering=0) as channel:
+    with channel:
         while True:
             budget = limits[phase] - (time.monotonic() - started)
             if budget <= 0:
@@ -156,10 +196,55 @@ def _follow(fd: int, limits: PhaseLimits, output: OutputTail) -> tuple[dict | No
                     phase, workload, started = str(msg["phase"]), str(msg.get("workload", "")), time.monotonic()
 
 
+def _take_down(proc: subprocess.Popen, status_fd: int) -> tuple[int | None, int]:
+    """End the evaluation: every process it started is killed and reaped, the supervisor included.
+
+    Returns the worker's exit status (the supervisor's when it never told) and the strays reaped.
+    """
+    try:
+        os.kill(proc.pid, signal.SIGTERM)  # the supervisor's stop request (not reaped yet: still our pid)
+    except ProcessLookupError:
+        pass
+    report = _read_report(status_fd, SUPERVISOR_GRACE_S)
+    if not report.get("clean"):
+        # Stopped, stuck or killed: kill whatever is still to be found under it (a dead one has none).
+        for _ in range(20):
+            if not reaper.kill_descendants(proc.pid):
+                break
+            time.sleep(0.05)
+    _kill_group(proc)
+    returncode = report["worker"] if isinstance(report.get("worker"), int) else proc.returncode
+    return returncode, int(report.get("others") or 0)
+
+
+def _read_report(fd: int, timeout: float) -> dict:
+    """The supervisor's last JSON line on its status pipe, read until it closes or the deadline."""
+    data, end = b"", time.monotonic() + timeout
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while (left := end - time.monotonic()) > 0:
+            if not select.select([pipe], [], [], left)[0]:
+                break
+            chunk = pipe.read(65536)
+            if not chunk:
+                break
+            data += chunk
+    for line in reversed(data.splitlines()):
+        try:
+            report = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(report, dict):
+            return report
+    return {}
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     """Kill the child's whole process group, including anything it forked, and reap the child."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    proc.wait()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass  # unkillable (uninterruptible sleep): subprocess reaps it later

@@ -1,0 +1,230 @@
+"""The supervisor between the env and an evaluation worker: no process the evaluation starts outlives it.
+
+Run by :mod:`d2k_env.evaluator.sandbox` as ``python -I -S reaper.py CHANNEL_FD STATUS_FD PARENT_PID``
+(a script, not ``-m``: the package, and torch with it, is never imported here). It never runs agent
+code. It makes itself the *child subreaper* of everything below it (Linux ``PR_SET_CHILD_SUBREAPER``),
+so an orphan under it (a fork that called ``setsid()`` or ``setpgid()``, a double fork) is
+re-parented to it rather than to init: nothing below can leave its process tree. Then it starts the
+worker (``python -m d2k_env.evaluator.worker CHANNEL_FD``, stdin/stdout/stderr inherited, killed by
+the kernel if the supervisor dies) and waits for a stop request: SIGTERM (or SIGINT, SIGHUP, SIGQUIT),
+sent by the env when the evaluation is over, or by the kernel when the env dies (the env sets
+``PR_SET_PDEATHSIG`` before exec). On a stop it SIGKILLs every descendant, again and again until
+none is left, reaps them all, writes one JSON line to STATUS_FD (the worker's exit status, how many
+other processes it reaped, whether it finished in time) and exits.
+
+What it cannot stop: a process of the same user may SIGKILL it before it cleans up (its orphans
+then go to init); the env then kills the worker's process group, and what it can still find under
+a stopped or stuck supervisor (see :func:`kill_descendants`), but nothing more.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
+CLEANUP_S = 10.0  # how long the supervisor keeps killing (a process in uninterruptible sleep dies late)
+WORKER_MODULE = "d2k_env.evaluator.worker"
+
+# Resolved at import, so that a forked child (the sandbox's preexec_fn in a threaded env) never dlsyms.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+_prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+
+def prctl(option: int, arg: int) -> bool:
+    return _prctl(option, arg, 0, 0, 0) == 0
+
+
+# -- the process tree, from /proc --------------------------------------------------------------------
+
+_HAS_CHILDREN_FILES = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, parent pid) of a process, None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _children_of(pid: int) -> list[int]:
+    """The children of every thread of ``pid`` (a child belongs to the thread that forked it)."""
+    out = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                out.extend(int(p) for p in f.read().split())
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def _parents() -> dict[int, list[int]]:
+    """Parent -> children of every process, by a scan of /proc (kernels without ``children`` files)."""
+    tree: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = _stat(int(name))
+            if st is not None:
+                tree.setdefault(st[1], []).append(int(name))
+    return tree
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` (children, theirs, ...), parents first."""
+    tree = None if _HAS_CHILDREN_FILES else _parents()
+    found, seen, i = [], {root}, -1
+    while i < len(found):  # breadth first: found grows while it is walked
+        parent = root if i < 0 else found[i]
+        i += 1
+        for pid in (_children_of(parent) if tree is None else tree.get(parent, [])):
+            if pid not in seen:
+                seen.add(pid)
+                found.append(pid)
+    return found
+
+
+def _kill(pid: int, tree: set[int]) -> bool:
+    """SIGKILL ``pid`` if it is still a live process whose parent is in ``tree``.
+
+    A pidfd pins the process before the check, so a pid freed and reused by an unrelated process
+    between the walk and the kill is never signalled (a plain kill() where pidfds are missing).
+    """
+    fd = None
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    except (AttributeError, OSError):
+        pass
+    try:
+        st = _stat(pid)
+        if st is None or st[0] == "Z" or st[1] not in tree:
+            return False
+        if fd is not None:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def kill_descendants(root: int) -> int:
+    """One pass: SIGKILL every live process below ``root``; returns how many were signalled.
+
+    Deepest first, so that each is killed while its parent still vouches for it. Processes forked
+    during the pass are caught by the next one; orphans of the killed ones are re-parented to the
+    nearest subreaper above them, which is in the tree.
+    """
+    found = descendants(root)
+    tree = {root, *found}
+    return sum(_kill(pid, tree) for pid in reversed(found))
+
+
+# -- the supervisor ----------------------------------------------------------------------------------
+
+def _spawn_worker(channel_fd: int) -> int:
+    argv = [sys.executable, "-m", WORKER_MODULE, str(channel_fd)]
+    me = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the worker-to-be: nothing here may return
+        try:
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != me:
+                os._exit(125)
+            for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # what subprocess's restore_signals does
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, ())
+            os.execv(sys.executable, argv)
+        except BaseException as exc:  # noqa: BLE001
+            try:
+                os.write(2, f"d2k supervisor: cannot start the worker: {exc!r}\n".encode())
+            finally:
+                os._exit(127)
+    return pid
+
+
+class Reaped:
+    """What the supervisor reaped: the worker's exit status, and how many other processes."""
+
+    def __init__(self, worker: int | None):
+        self.worker, self.status, self.others = worker, None, 0
+
+    def reap(self) -> bool:
+        """Reap every child that has ended; False once the supervisor has no children at all."""
+        while True:
+            try:
+                pid, wstatus = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return False
+            if pid == 0:
+                return True
+            if pid == self.worker:
+                self.status = os.waitstatus_to_exitcode(wstatus)
+            else:
+                self.others += 1
+
+
+def take_down(reaped: Reaped, deadline_s: float = CLEANUP_S) -> bool:
+    """Kill and reap every descendant; True when none is left (before the deadline)."""
+    end = time.monotonic() + deadline_s
+    me = os.getpid()
+    while reaped.reap():
+        if time.monotonic() > end:
+            return False
+        kill_descendants(me)
+        signal.sigtimedwait({signal.SIGCHLD}, 0.05)  # a child died (or 50 ms passed): reap again
+    return True
+
+
+def main(argv: list[str]) -> int:
+    # Stop requests wait in the mask until sigwait takes them; SIGCHLD too (for sigtimedwait).
+    signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    channel_fd, status_fd, parent = int(argv[1]), int(argv[2]), int(argv[3])
+    os.set_inheritable(status_fd, False)
+    report: dict = {"worker": None, "others": 0, "clean": False, "subreaper": False}
+    worker = None
+    if os.getppid() == parent:  # else the env died before PR_SET_PDEATHSIG was set: start nothing
+        report["subreaper"] = prctl(PR_SET_CHILD_SUBREAPER, 1)
+        prctl(PR_SET_DUMPABLE, 0)  # no ptrace, no /proc/<pid>/fd or mem for processes below
+        try:
+            worker = _spawn_worker(channel_fd)
+        except OSError as exc:
+            report["error"] = f"cannot start the worker: {exc}"
+    os.close(channel_fd)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # not a reader of the worker's stdin: a write there fails, not blocks, once the worker is gone
+    os.close(devnull)
+    reaped = Reaped(worker)
+    if worker is not None:  # reap what ends meanwhile (orphans included) until asked to stop
+        while signal.sigwait(STOP_SIGNALS | {signal.SIGCHLD}) == signal.SIGCHLD:
+            reaped.reap()
+    report["clean"] = take_down(reaped)
+    report["worker"], report["others"] = reaped.status, reaped.others
+    try:
+        os.write(status_fd, (json.dumps(report) + "\n").encode())
+    except OSError:
+        pass  # the env is gone
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
