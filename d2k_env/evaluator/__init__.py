@@ -67,7 +67,9 @@ class Evaluator:
         if mode == "profile" and not self.can_time:
             return EvalResult(mode, self.backend, error="profiling needs a GPU: the interpreter backend "
                                                         "runs kernels on the CPU and cannot time them")
-        violations = check_solution(Path(solution_path).read_text(errors="replace"), self.task.allowed_torch)
+        solution_path = Path(solution_path).resolve()
+        source = solution_path.read_text(errors="replace")
+        violations = check_solution(source, self.task.allowed_torch)
         if violations:
             return EvalResult(mode, self.backend, error="[policy] solution.py breaks the rules; nothing was run:\n"
                                                         + "\n".join(map(str, violations)))
@@ -77,7 +79,7 @@ class Evaluator:
             outputs_dir = Path(private) / "outputs"
             outputs_dir.mkdir()
             req = EvalRequest(task_id=self.task.id, root=str(snapshot_task(self.task, Path(private) / "run")),
-                              solution_path=str(solution_path),
+                              solution_path=str(solution_path), solution_source=source,
                               mode=mode, device="cuda" if self.can_time else "cpu", workloads=names,
                               smoke=not self.can_time, seed=secrets.randbits(63) if seed is None else seed,
                               time_budget_s=self.time_budget_s, ceilings=self.ceilings, outputs_dir=str(outputs_dir))

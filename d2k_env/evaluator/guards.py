@@ -4,13 +4,16 @@ imported (so the solution can only ever see the harness's versions of what they 
 - :class:`TorchWorkGuard` records every aten operator ``forward`` runs outside Triton kernel
   launches; only allocation, views and the task's allowed torch calls may run there.
 - :class:`LaunchCounter` counts launches of kernels defined in the solution file, and pauses the
-  torch guard while a launch runs (the interpreter moves tensors with aten ops of its own).
+  torch guard while a launch runs (the interpreter moves tensors with aten ops of its own); since
+  the interpreted body can call back into its arguments there, a launch takes plain values only.
 - :func:`harness_fingerprint` snapshots the functions timing relies on, to detect tampering.
 - :func:`output_problems` checks exact tensor types, aliasing of inputs and input mutation.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import time
 
 import torch
@@ -64,6 +67,9 @@ class LaunchCounter:
                 counter.own_names.add(fn.__name__)
             if getattr(kernel, "pre_run_hooks", None):
                 counter.guard.forbidden.append("pre-run hooks on a kernel (host code inside the launch)")
+            problem = launch_argument_problem(fn, args, kwargs)
+            if problem:
+                raise TypeError(f"[launch-args] {problem}")
             if callable(kwargs.get("grid")):  # the grid function is host code: keep it guarded
                 kwargs["grid"] = counter._guarded(kwargs["grid"])
             counter.guard.paused += 1
@@ -87,6 +93,54 @@ class LaunchCounter:
         return guarded_fn
 
 
+# Launch arguments reach the interpreted kernel body, which calls back into them (truth tests,
+# attribute lookups, len on the grid) while the torch guard is paused: only plain values may pass.
+PLAIN_ARGUMENT_TYPES = (int, float, bool, str, type(None), torch.dtype)
+
+
+@functools.cache
+def _triton_kinds() -> tuple[type, ...]:
+    """Triton's own dtypes, kernels (a constexpr may name a device function) and tensor descriptors."""
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    return tl.dtype, JITFunction, InterpretedFunction, TensorDescriptor
+
+
+def _plain(value, tensors_allowed: bool) -> bool:
+    if type(value) in PLAIN_ARGUMENT_TYPES or (tensors_allowed and type(value) is torch.Tensor):
+        return True
+    import triton.language as tl
+    if isinstance(value, tl.constexpr):
+        return type(value) is tl.constexpr and _plain(value.value, False)
+    return isinstance(value, _triton_kinds()) and type(value).__module__.startswith("triton.")
+
+
+@functools.cache
+def _parameters(fn) -> tuple[tuple[str, ...], frozenset[str]]:
+    """A kernel's parameter names, and those annotated tl.constexpr."""
+    params = list(inspect.signature(fn).parameters.values())
+    return tuple(p.name for p in params), frozenset(p.name for p in params if "constexpr" in str(p.annotation))
+
+
+def launch_argument_problem(fn, args: tuple, kwargs: dict) -> str | None:
+    """Why a kernel launch's arguments are not plain values, or None when they are."""
+    try:
+        names, constexpr = _parameters(fn)
+    except (TypeError, ValueError):  # not a plain function: nothing to bind the arguments to
+        names, constexpr = (), frozenset()
+    named = list(zip(names, args)) + [(k, v) for k, v in kwargs.items() if k != "grid"]
+    for name, value in named:
+        if not _plain(value, tensors_allowed=name not in constexpr):
+            return (f"kernel argument {name!r} is a {type(value).__name__}: launches take tensors (as pointers), "
+                    f"numbers, booleans, strings, None and dtypes only (a tl.constexpr takes no tensor)")
+    grid = kwargs.get("grid")
+    if not callable(grid) and not (type(grid) in (tuple, list) and all(type(g) is int for g in grid)):
+        return f"the launch grid is a {type(grid).__name__}: it must be a tuple of ints or a function returning one"
+    return None
+
+
 def harness_fingerprint() -> dict[str, int]:
     """Identities of the functions the timing and checking code calls through module attributes."""
     targets = {
@@ -100,6 +154,11 @@ def harness_fingerprint() -> dict[str, int]:
         "torch.Tensor.__reduce_ex__": torch.Tensor.__reduce_ex__,
         "time.perf_counter": time.perf_counter,
     }
+    from d2k_env.evaluator import timing
+    targets.update({f"timing.{name}": getattr(timing, name) for name in
+                    ("time_pair", "time_batch", "graph_time", "measure_ceilings", "_stats", "_stream_times",
+                     "_best_event_time")})
+    targets["timing.L2Flusher.__call__"] = timing.L2Flusher.__call__
     return {name: id(obj) for name, obj in targets.items()}
 
 

@@ -33,6 +33,7 @@ class EvalRequest:
     ceilings: dict[str, float] | None = None
     role: Role = "solution"
     outputs_dir: str = ""
+    solution_source: str = ""  # the text the static policy checked: the worker runs exactly this
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

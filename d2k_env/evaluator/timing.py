@@ -2,10 +2,12 @@
 
 Protocol: each side gets its own rotating input sets (never the warm-up set); before every timed
 call the L2 is flushed by writing a buffer twice its size, so numbers are cold-cache; CUDA events
-bracket each call, queued in small batches, and the whole device is synchronised before a batch
-and before its end events are read; the two sides alternate A B, B A so drift hits both; repetitions continue until both medians have a relative
-standard error under ``target_rse`` or the time budget ends. Speedup = baseline median / candidate
-median, with a bootstrap interval over the paired samples.
+bracket each call, queued in small batches behind a GPU spin that lets the host get ahead, so
+samples hold device time only, never host launch latency; the whole device is synchronised before
+a batch and before its end events are read; the two sides alternate A B, B A so drift hits both;
+repetitions continue until both medians have a relative standard error under ``target_rse`` or the
+time budget ends. Speedup = baseline median / candidate median, with a bootstrap interval over
+the paired samples.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import numpy as np
 import torch
 
 
-_SPIN_CYCLES = 500_000  # ~0.25 ms at H200 clocks: time for the host to queue a batch's first calls
+_SPIN_CYCLES = 500_000  # ~0.25 ms at H200 clocks: time for the host to queue a batch of calls
+_MAX_SPIN_CYCLES = 64 * _SPIN_CYCLES  # ~16 ms: a batch whose host side takes longer is timed as it is
 
 
 @dataclass
@@ -67,21 +70,30 @@ def _rse_of_median(samples: list[float]) -> float:
 def time_batch(calls: Sequence[tuple[Callable, Sequence]], flush: L2Flusher) -> list[float]:
     """Times each (fn, args) call, flushing the L2 before each.
 
-    The batch is queued without host synchronisation, behind a short GPU spin, so the host gets
-    ahead of the device and no sample includes the host's launch latency (launch-bound calls
-    excepted: there the host cannot keep up, which is why they also get a CUDA-graph timing).
+    The batch is queued without host synchronisation behind a GPU spin, so that the device only
+    starts once the host has queued every call and no sample includes the host's launch latency.
+    An event after the spin proves it: if the spin was over before the host finished queuing, the
+    device may have waited on the host, so the batch is thrown away and timed again behind a spin
+    four times longer (up to ``_MAX_SPIN_CYCLES``, past which the samples are kept as they are).
     The device is synchronised before the batch and before any end event is read.
     """
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in calls]
-    torch.cuda.synchronize()
-    torch.cuda._sleep(_SPIN_CYCLES)
-    for (fn, args), (start, end) in zip(calls, events):
-        flush()
-        start.record()
-        fn(*args)
-        end.record()
-    torch.cuda.synchronize()
-    return [start.elapsed_time(end) for start, end in events]
+    spin = _SPIN_CYCLES
+    while True:
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in calls]
+        torch.cuda.synchronize()
+        torch.cuda._sleep(spin)
+        spin_over = torch.cuda.Event()
+        spin_over.record()
+        for (fn, args), (start, end) in zip(calls, events):
+            flush()
+            start.record()
+            fn(*args)
+            end.record()
+        host_was_ahead = not spin_over.query()
+        torch.cuda.synchronize()
+        if host_was_ahead or spin >= _MAX_SPIN_CYCLES:
+            return [start.elapsed_time(end) for start, end in events]
+        spin *= 4
 
 
 def time_pair(baseline: Callable, candidate: Callable, baseline_sets: Sequence[Sequence],
@@ -159,11 +171,7 @@ def measure_ceilings(device: torch.device) -> dict[str, float]:
     ``bandwidth_gbs``, the larger of the two; ``tflops``: a bf16 8192^3 GEMM.
     """
     n = 2**28  # 1 GiB of fp32
-    src = torch.randn(n, device=device)
-    dst = torch.empty_like(src)
-    copy_ms = _best_event_time(lambda: dst.copy_(src))
-    read_ms = _best_event_time(lambda: src.sum())
-    del src, dst
+    copy_ms, read_ms = _stream_times(n, device)
     m = 8192
     a = torch.randn(m, m, dtype=torch.bfloat16, device=device)
     b = torch.randn(m, m, dtype=torch.bfloat16, device=device)
@@ -171,6 +179,13 @@ def measure_ceilings(device: torch.device) -> dict[str, float]:
     copy_gbs, read_gbs = 2 * n * 4 / copy_ms / 1e6, n * 4 / read_ms / 1e6
     return {"bandwidth_gbs": max(copy_gbs, read_gbs), "copy_gbs": copy_gbs, "read_gbs": read_gbs,
             "tflops": 2 * m**3 / gemm_ms / 1e9}
+
+
+def _stream_times(n: int, device: torch.device) -> tuple[float, float]:
+    """Best times of a copy and of a streaming read of ``n`` fp32 values; the buffers are freed on return."""
+    src = torch.randn(n, device=device)
+    dst = torch.empty_like(src)
+    return _best_event_time(lambda: dst.copy_(src)), _best_event_time(lambda: src.sum())
 
 
 def _best_event_time(fn: Callable, reps: int = 20, warmup: int = 5) -> float:

@@ -15,11 +15,13 @@ Two roles, two processes:
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
+import linecache
 import os
 import sys
+import threading
 import traceback
+import warnings
 from pathlib import Path
 from types import ModuleType
 
@@ -46,10 +48,19 @@ def derive_seed(secret: int, *parts: object) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
-def load_module(path: str, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def load_module(path: str, name: str, source: str | None = None) -> ModuleType:
+    """Runs ``source`` (default: the text at ``path``) as a new module named after ``path``.
+
+    Never a cached .pyc beside the file, and, given ``source``, never what the file holds now:
+    the text goes into linecache too, so Triton compiles kernels from the very text that ran.
+    """
+    if source is None:
+        source = Path(path).read_text()
+    lines = source.splitlines(keepends=True)
+    linecache.cache[path] = (len(source), None, lines, path)  # mtime None: never reloaded from disk
+    module = ModuleType(name)
+    module.__file__ = path
+    exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)
     return module
 
 
@@ -103,8 +114,9 @@ class SolutionRun(Run):
         self.launches = LaunchCounter(self.req.solution_path, self.guard)
         self.launches.install()
         fingerprint = harness_fingerprint()
+        self.threads = set(threading.enumerate())
         try:
-            solution = load_module(self.req.solution_path, "solution")
+            solution = load_module(self.req.solution_path, "solution", self.req.solution_source)
             forward = getattr(solution, "forward", None)
             if not callable(forward):
                 raise AttributeError("solution.py must define a function forward(*inputs)")
@@ -137,6 +149,10 @@ class SolutionRun(Run):
         self.result.timed = timed
         return self.result
 
+    def new_threads(self) -> list[str]:
+        """Python threads alive now that were not before the solution loaded (guards are per thread)."""
+        return sorted(t.name for t in threading.enumerate() if t not in self.threads and t.is_alive())
+
     def call(self, forward, inputs: tuple) -> tuple:
         out = as_tuple(forward(*inputs))
         if self.device.type == "cuda":
@@ -160,6 +176,9 @@ class SolutionRun(Run):
         if self.launches.own_launches == before:
             return WorkloadResult(w.name, False, "[no-kernel] forward launched no @triton.jit kernel defined in "
                                                  "solution.py")
+        if self.new_threads():
+            return WorkloadResult(w.name, False, f"[threads] forward left threads running "
+                                                 f"({', '.join(self.new_threads())}): the guards cannot see them")
         problem = output_problems(outputs, inputs, pristine, self.task.in_place_inputs, self.task.outputs)
         if problem:
             return WorkloadResult(w.name, False, problem)
@@ -187,14 +206,38 @@ class SolutionRun(Run):
         base_sets = [self.inputs(w, "time-baseline", i) for i in range(TIMED_SETS)]
         cand_sets = [self.inputs(w, "time-solution", i) for i in range(TIMED_SETS)]
         warm_b, warm_c = self.inputs(w, "warmup-baseline"), self.inputs(w, "warmup-solution")
+        calls, idle_calls = 0, 0
+
+        def timed_forward(*args):
+            # Every timed call must launch the solution's own kernels: one that launches none did no work.
+            nonlocal calls, idle_calls
+            before = self.launches.own_launches
+            out = forward(*args)
+            calls += 1
+            idle_calls += self.launches.own_launches == before
+            return out
+
         try:
-            pair = time_pair(self.baseline.forward, forward, base_sets, cand_sets, warm_b, warm_c,
+            pair = time_pair(self.baseline.forward, timed_forward, base_sets, cand_sets, warm_b, warm_c,
                              L2Flusher(self.device), budget_s=self.req.time_budget_s,
                              seed=derive_seed(self.req.seed, "bootstrap"))
-            # After every timed call: the outputs on a timed input set go to the checker too.
-            late = self.call(forward, cand_sets[0])
+            # After every timed call, fresh values written into a timed set's own tensors: the checker
+            # sees these outputs too, so a replay keyed by address or shape returns stale outputs and fails.
+            late_inputs = cand_sets[0]
+            for tensor, fresh in zip(late_inputs, self.inputs(w, "late")):
+                if isinstance(tensor, torch.Tensor):
+                    tensor.copy_(fresh)
+            late = self.call(forward, late_inputs)
         except BaseException as exc:  # noqa: BLE001
             wr.correct, wr.message = False, f"forward raised while being timed:\n{short_traceback(exc)}"
+            return
+        if self.new_threads():
+            wr.correct, wr.message = False, (f"[threads] forward left threads running while being timed "
+                                             f"({', '.join(self.new_threads())}): the guards cannot see them")
+            return
+        if idle_calls:
+            wr.correct, wr.message = False, (f"[no-kernel] forward launched none of solution.py's kernels on "
+                                             f"{idle_calls} of its {calls} timed calls: it did no work there")
             return
         torch.save([o.detach().cpu() for o in late], outputs_file(self.req, w.name, "timed"))
         wr.baseline_ms, wr.solution_ms = pair.baseline.median_ms, pair.candidate.median_ms
@@ -215,12 +258,15 @@ class SolutionRun(Run):
         from torch.autograd import DeviceType
         from torch.profiler import ProfilerActivity, profile
 
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(calls):
-                forward(*inputs)
-            torch.cuda.synchronize()
-        rows = [{"kernel": e.key, "calls": e.count // calls, "us_per_call": e.device_time_total / calls}
-                for e in prof.key_averages() if e.device_type == DeviceType.CUDA]
+        # The profiler's own UserWarnings are the harness's noise, not the solution's output.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(calls):
+                    forward(*inputs)
+                torch.cuda.synchronize()
+            rows = [{"kernel": e.key, "calls": e.count // calls, "us_per_call": e.device_time_total / calls}
+                    for e in prof.key_averages() if e.device_type == DeviceType.CUDA]
         return sorted(rows, key=lambda r: -r["us_per_call"])
 
     def profile(self, forward, w: Workload) -> list[dict]:
@@ -238,7 +284,7 @@ class CheckRun(Run):
             wr = self.verify(w, "check", self.inputs(w, "check"))
             timed_file = outputs_file(self.req, w.name, "timed")
             if wr.correct and timed_file.exists():
-                late = self.verify(w, "timed", self.inputs(w, "time-solution", 0))
+                late = self.verify(w, "timed", self.inputs(w, "late"))
                 if not late.correct:
                     wr = WorkloadResult(w.name, False, f"[late-corruption] outputs after the timed calls are "
                                                        f"wrong: {late.message}", late.max_abs_err, late.max_rel_err)
