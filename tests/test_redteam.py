@@ -606,8 +606,6 @@ def test_fault_is_contained_and_the_evaluator_recovers(lab, job, markers):
 SETSID = Exploit("c19_setsid_escape", "rms", fault=True, limits="short", bypass_policy=True)
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE (behind the policy): a child that calls os.setsid() leaves the "
-                                       "process group the sandbox kills, so it outlives the evaluation")
 @pytest.mark.parametrize("job", [SETSID], ids=ids([SETSID]))
 def test_no_process_outlives_the_evaluation(lab, job):
     outcome = lab.result(job)
@@ -756,10 +754,13 @@ def test_reference_still_passes_after_the_exploits(lab, job):
 
 # -- GPU-only exploits (skipped without a GPU) -------------------------------------------------------------
 
-def _cuda_eval(task: str, name: str, mode: str = "benchmark", **subst):
+def _cuda_eval(task: str, name: str, mode: str = "benchmark", bypass_policy: bool = False, **subst):
+    """One evaluation on the GPU; ``bypass_policy`` tests the runtime layer behind the static policy."""
     ev = Evaluator(load_task(TASKS[task]), "cuda")
     try:
-        with tempfile.TemporaryDirectory() as d:
+        with tempfile.TemporaryDirectory() as d, pytest.MonkeyPatch.context() as mp:
+            if bypass_policy:
+                mp.setattr(d2k_env.evaluator, "check_solution", lambda *args, **kwargs: [])
             path = Path(d) / "solution.py"
             path.write_text(source_of(name, **subst))
             return ev.evaluate(path, mode)
@@ -769,16 +770,40 @@ def _cuda_eval(task: str, name: str, mode: str = "benchmark", **subst):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name, task, markers", [
+    ("c02_replay_by_shape", "rms", ("[hidden-state]",)),
+    ("c02_replay_by_pointer", "rms", ("[hidden-state]",)),
+    ("c15_late_corruption", "merge", ("[hidden-state]",)),
+    ("c18_zero_time_workload", "rms", ("[hidden-state]",)),
+    ("c04_side_stream_via_walrus_alias", "rms", ("[hidden-state]",)),
+])
+def test_gpu_stateful_exploit_is_refused_by_the_policy(name, task, markers):
+    """Replaying outputs, corrupting them late and side streams kept across calls all need state kept
+    between calls: the static policy refuses them before anything runs."""
+    result = _cuda_eval(task, name)
+    assert not result.correct and result.error and names_one_of(result.error, markers), verdict(result)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, task, markers", [
     ("c02_replay_by_shape", "rms", ("[late-corruption]",)),
     ("c02_replay_by_pointer", "rms", ("[below-roofline]", "[late-corruption]")),
     ("c15_late_corruption", "merge", ("[late-corruption]",)),
-    # Suspected hole (not run here): the launch-bound workload's floor (~1 us of bytes) may sit under
-    # what an empty event interval measures, so replaying there may pass with a large speedup.
     ("c18_zero_time_workload", "rms", ("[below-roofline]",)),
+    ("c04_side_stream_via_walrus_alias", "rms", ("[torch-work]", "[below-roofline]")),
+])
+def test_gpu_stateful_exploit_is_caught_at_runtime_behind_the_policy(name, task, markers):
+    """The same exploits with the static policy bypassed: the runtime layer alone must score them 0
+    (the outputs of timed calls checked again, times under the roofline floor invalid)."""
+    result = _cuda_eval(task, name, bypass_policy=True)
+    assert not result.correct, [(w.name, w.message, w.speedup) for w in result.workloads]
+    assert names_one_of(verdict(result), markers), verdict(result)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, task, markers", [
     ("c03_dummy_kernel_host_operators", "rms", ("[torch-work]",)),
     ("c03_work_in_grid_callable", "rms", ("[profiler-coverage]", "[torch-work]")),
     ("c04_side_stream", "rms", ("[torch-work]",)),
-    ("c04_side_stream_via_walrus_alias", "rms", ("[torch-work]", "[below-roofline]")),
     ("c04_thread_via_dataclasses", "rms", ("[forbidden-import]", "[introspection]", "[late-corruption]",
                                            "[below-roofline]", "forward raised") + WRONG_VALUES),
     ("c16_l2_persistence", "rms", ("[forbidden-import]",)),
@@ -788,10 +813,9 @@ def _cuda_eval(task: str, name: str, mode: str = "benchmark", **subst):
     ("c06_enum_builtins_escape", "rms", ("[profiler-coverage]", "[introspection]", "[forbidden-import]")),
 ])
 def test_gpu_exploit_scores_zero(name, task, markers):
-    """Timing-dependent exploits on the GPU backend: replay across timed calls (class 2), late corruption
-    after the check (15), a zero-time workload (18), torch work behind a kernel launch (3: the dispatch
-    guard, and profiler coverage for work done past the policy), side streams and threads (4), L2
-    persistence (16) and solution-made CUDA graphs (17). Written without a GPU: never run yet."""
+    """Timing-dependent exploits on the GPU backend: torch work behind a kernel launch (class 3: the
+    dispatch guard, and profiler coverage for work done past the policy), side streams and threads (4),
+    L2 persistence (16) and solution-made CUDA graphs (17)."""
     result = _cuda_eval(task, name)
     assert not result.correct, [(w.name, w.message, w.speedup) for w in result.workloads]
     assert names_one_of(verdict(result), markers), verdict(result)
