@@ -376,8 +376,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (KeyError, ValueError, FileNotFoundError) as exc:
-        console.print(f"[red]error:[/red] {exc.args[0] if exc.args else exc}")
+    except (KeyError, ValueError, OSError, ImportError, RuntimeError) as exc:
+        # Bad arguments, missing files, an extra not installed, a server that cannot be reached:
+        # one line, not a traceback. Anything else is a bug in d2k and keeps its traceback.
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        console.print(f"[red]error:[/red] {message}")
         return 2
 
 

@@ -5,6 +5,8 @@ guidance layers shown, tool manual, budget); after each ``step`` it is that tool
 Action: text holding one JSON tool call ``{"tool": ..., "args": {...}}`` (a dict is accepted too).
 Reward: 0 on every step but ``submit``, which scores the solution (see :mod:`d2k_env.reward`) and
 terminates the episode. A bad action is an ordinary step whose observation explains the problem.
+Budget: ``max_steps`` (350, as D2K-Bench) steps, stated in the prompt; the step that reaches it
+is truncated. Registration wraps the env in a TimeLimit of the same 350.
 """
 
 from __future__ import annotations
@@ -23,13 +25,12 @@ from d2k_env import reward as rewards
 from d2k_env.evaluator import Evaluator, EvalResult, resolve_backend
 from d2k_env.prompt import build_prompt
 from d2k_env.task import GUIDANCE_LAYERS, load_task
-from d2k_env.tools import FORMAT, ActionError, ToolCall, parse_action
+from d2k_env.tools import FORMAT, MAX_ACTION_CHARS, ActionError, ToolCall, parse_action
 from d2k_env.verdict import format_result
 from d2k_env.workspace import Workspace, WorkspaceError
 
 MAX_STEPS = 350  # the D2K-Bench turn budget
 MAX_OBSERVATION_CHARS = 200_000
-MAX_ACTION_CHARS = 1_000_000
 CHARSET = frozenset(chr(c) for c in range(32, 127)) | {"\n", "\t"}
 
 SOLUTION_STUB = '''"""Your solution. forward(*inputs) must match baseline.py, computed by Triton kernels defined here."""
@@ -62,7 +63,7 @@ def replay(state: dict[str, Any], **env_kwargs: Any) -> "KernelEnv":
     match exactly, and timings are measured anew.
     """
     env = KernelEnv(state["task_id"], backend=state["backend"], guidance=tuple(state["guidance"]),
-                    reward=state["reward"], **env_kwargs)
+                    reward=state["reward"], max_steps=state.get("max_steps", MAX_STEPS), **env_kwargs)
     env.reset(seed=state["seed"])
     for action in state["actions"]:
         env.step(action)
@@ -100,8 +101,11 @@ class KernelEnv(gym.Env):
 
     def __init__(self, task_id: str, backend: str = "auto", guidance: str | tuple[str, ...] = "L1+L2+L3",
                  reward: str = "speedup", render_mode: str | None = None,
-                 evaluator_options: dict[str, Any] | None = None):
+                 evaluator_options: dict[str, Any] | None = None, max_steps: int = MAX_STEPS):
         self.task = load_task(task_id)
+        if not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"max_steps must be a positive int, not {max_steps!r}")
+        self.max_steps = max_steps
         self.backend = resolve_backend(backend)
         self.guidance_layers = parse_guidance(guidance)
         self.reward_kind = rewards.check_reward_kind(reward)
@@ -145,7 +149,7 @@ class KernelEnv(gym.Env):
         self._reset_seed = seed
         self._actions = []
         note = rewards.NOTES[self.reward_kind] + ("" if self._evaluator.can_time else rewards.INTERPRETER_NOTE)
-        prompt = build_prompt(self.task, self._episode_layers, baseline_source, self.backend, MAX_STEPS, note)
+        prompt = build_prompt(self.task, self._episode_layers, baseline_source, self.backend, self.max_steps, note)
         return self._observe(prompt), self._info()
 
     def step(self, action: str | dict):
@@ -176,7 +180,9 @@ class KernelEnv(gym.Env):
                 self._terminated = True
                 reward = rewards.submission_reward(self.reward_kind, result)
                 text += f"\n\nSubmitted. Reward: {reward:.4f} ({self.reward_kind})."
-        return self._observe(text), float(reward), self._terminated, False, {**self._info(), **info}
+        # The budget is the env's own too (the prompt states it), not only registration's TimeLimit.
+        truncated = not self._terminated and self._steps >= self.max_steps
+        return self._observe(text), float(reward), self._terminated, truncated, {**self._info(), **info}
 
     def state(self) -> dict[str, Any]:
         """The episode so far as plain JSON-able data: configuration, reset seed, every action taken
@@ -184,7 +190,8 @@ class KernelEnv(gym.Env):
         if self.workspace is None:
             raise gym.error.ResetNeeded("call reset() before state()")
         return {"task_id": self.task.id, "backend": self.backend, "guidance": list(self._episode_layers),
-                "reward": self.reward_kind, "seed": self._reset_seed, "steps": self._steps,
+                "reward": self.reward_kind, "max_steps": self.max_steps, "seed": self._reset_seed,
+                "steps": self._steps,
                 "terminated": self._terminated, "actions": list(self._actions),
                 "files": {path: self.workspace.read(path) for path, _ in self.workspace.list_files()}}
 
@@ -259,7 +266,7 @@ class KernelEnv(gym.Env):
 
     def _info(self, **extra) -> dict[str, Any]:
         return {"task": self.task.id, "backend": self.backend, "guidance": list(self._episode_layers),
-                "steps": self._steps, "max_steps": MAX_STEPS, **extra}
+                "steps": self._steps, "max_steps": self.max_steps, **extra}
 
     def _close_episode(self) -> None:
         if self._evaluator is not None:

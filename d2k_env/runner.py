@@ -282,7 +282,8 @@ def run_episode(key: EpisodeKey, make_policy: Callable[[EpisodeKey], Policy], se
             policy = make_policy(key)
             header["policy_settings"] = policy.describe()
             env = gym.make(env_id(key.task), backend=settings.backend, guidance=key.condition,
-                           reward=settings.reward, max_episode_steps=settings.max_steps)
+                           reward=settings.reward, max_steps=settings.max_steps,
+                           max_episode_steps=settings.max_steps)
             observation, info = env.reset(seed=key.seed)
             header["prompt"] = observation
         finally:

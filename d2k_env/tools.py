@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-MAX_ACTION_CHARS = 2_000_000
+MAX_ACTION_CHARS = 2_000_000  # the action space's max_length too: a whole 1 MB file fits in one write_file
 
 
 @dataclass(frozen=True)

@@ -45,3 +45,16 @@ def test_demo_runs_a_rewarded_episode(capsys):
 def test_unknown_task_is_a_clear_error(capsys):
     assert main(["show", "nope"]) == 2
     assert "unknown task 'nope'" in capsys.readouterr().out
+
+
+def test_a_missing_solution_file_is_a_clear_error(capsys, tmp_path):
+    assert main(["eval", "fused_add_rmsnorm", str(tmp_path / "absent.py"), "--backend", "interpreter"]) == 2
+    out = capsys.readouterr().out
+    assert "no such file" in out and "absent.py" in out and "Traceback" not in out
+
+
+def test_an_unreadable_run_directory_is_a_clear_error(capsys, tmp_path):
+    target = tmp_path / "not-a-dir"
+    target.write_text("a file where a run directory should be")
+    assert main(["report", str(target)]) == 2
+    assert "error:" in capsys.readouterr().out

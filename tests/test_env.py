@@ -193,3 +193,18 @@ def test_state_is_json_and_replays_to_the_same_workspace(env):
     assert again.state()["files"] == state["files"] and state["files"]["solution.py"] == "A = 2\n"
     assert again.state()["actions"] == state["actions"]
     again.close()
+
+
+def test_a_smaller_budget_is_stated_in_the_prompt_and_truncates():
+    env = gym.make(d2k_env.env_id("merge_attn_states"), backend="interpreter", max_steps=3, max_episode_steps=3)
+    obs, info = env.reset(seed=0)
+    assert "At most 3 steps" in obs and info["max_steps"] == 3
+    for step in range(1, 4):
+        obs, reward, terminated, truncated, info = env.step(call("list_files"))
+        assert truncated == (step == 3) and not terminated and info["max_steps"] == 3
+    unwrapped = d2k_env.env.KernelEnv("merge_attn_states", backend="interpreter", max_steps=2)
+    unwrapped.reset(seed=0)
+    assert not unwrapped.step(call("list_files"))[3] and unwrapped.step(call("list_files"))[3]
+    assert d2k_env.env.replay(unwrapped.state()).max_steps == 2
+    unwrapped.close()
+    env.close()

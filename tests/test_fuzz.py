@@ -370,7 +370,7 @@ def _remove(p: Path) -> None:
 def harness(tmp_path_factory):
     # The whole wrapper stack agents get, but with the 350-step TimeLimit lifted: one episode serves
     # the module, because reset() is slow on CPU (~1 s: the prompt builds every workload's inputs).
-    env = gym.make(d2k_env.env_id(TASK_ID), backend="interpreter", max_episode_steps=10**9)
+    env = gym.make(d2k_env.env_id(TASK_ID), backend="interpreter", max_steps=10**9, max_episode_steps=10**9)
     h = Harness(env, tmp_path_factory.mktemp("canary"))
     yield h
     env.close()
