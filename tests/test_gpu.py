@@ -8,6 +8,7 @@ import d2k_env
 from conftest import TASK_IDS, call
 from d2k_env.evaluator import Evaluator
 from d2k_env.task import load_task, project_root
+from d2k_env.verdict import format_result
 
 pytestmark = pytest.mark.gpu
 
@@ -18,6 +19,8 @@ def reference_result(request):
     ev = Evaluator(task, "cuda")
     result = ev.evaluate(task.reference_path, "benchmark")
     ev.close()
+    # The same table `d2k eval` prints: pytest -rA shows it, to compare with the results file.
+    print(format_result(result, f"{task.id}: reference (benchmark, cuda backend)"))
     return task, result
 
 

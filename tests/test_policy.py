@@ -1,5 +1,7 @@
 """The static policy on solution.py: what it refuses (with rule and line) and what it lets through."""
 
+from pathlib import Path
+
 import pytest
 
 from conftest import TASK_IDS
@@ -89,3 +91,102 @@ def test_kernel_bodies_may_use_triton_freely_but_not_introspection():
     assert check_solution(src, ALLOWED) == []
     bad = src.replace("tl.exp(x).sum()", "x.__class__")
     assert [v.rule for v in check_solution(bad, ALLOWED)] == ["introspection"]
+
+
+# -- rules added after the hold-out red team (tests/holdout/): rule and line of a minimal offence -------------
+
+LAUNCH = "def forward(x):\n    k[(1,)](x)\n    return x\n"
+
+
+@pytest.mark.parametrize("body, rule, line", [
+    # [forbidden-import]: the names a from-import takes get the attribute checks
+    ("from triton.language.core import builtins\n" + LAUNCH, "forbidden-import", 1),
+    ("from triton.language.core import inspect\n" + LAUNCH, "forbidden-import", 1),
+    ("from triton.runtime.jit import threading\n" + LAUNCH, "forbidden-import", 1),
+    ("from triton.language import __builtins__ as B\n" + LAUNCH, "forbidden-import", 1),
+    ("from math import pi as eval\n" + LAUNCH, "forbidden-import", 1),
+    ("from triton.language.extra import pkgutil\n" + LAUNCH, "forbidden-import", 1),
+    # [forbidden-import] / [triton-internals]: triton beyond the kernel-writing API
+    ("from triton.runtime.build import compile_module_from_src\n" + LAUNCH, "forbidden-import", 1),
+    ("from triton.testing import do_bench\n" + LAUNCH, "forbidden-import", 1),
+    ("from triton.backends import os\n" + LAUNCH, "forbidden-import", 1),
+    ("import triton.runtime.build\n" + LAUNCH, "forbidden-import", 1),
+    ("from triton import knobs\n" + LAUNCH, "forbidden-import", 1),
+    ("def forward(x):\n    k[(1,)](x)\n    triton.runtime.build.compile_module_from_src('', 'm')\n    return x\n",
+     "triton-internals", 3),
+    ("def forward(x):\n    k[(1,)](x)\n    triton.compiler.compile\n    return x\n", "triton-internals", 3),
+    ("def forward(x):\n    k[(1,)](x)\n    tl.extra.pkgutil.resolve_name('os')\n    return x\n", "triton-internals", 3),
+    ("def forward(x):\n    k[(1,)](x)\n    tl.core.wraps(x)\n    return x\n", "triton-internals", 3),
+    ("def forward(x):\n    k[(1,)](x)\n    tl.extra.spec.loader.get_data('/etc/passwd')\n    return x\n",
+     "triton-internals", 3),
+    # [unbound-name]: names the file never binds (the interpreter plants np, inspect, ... at a launch)
+    ("def forward(x):\n    k[(1,)](x)\n    return np.asarray(x)\n", "unbound-name", 3),
+    ("def forward(x):\n    k[(1,)](x)\n    return inspect.stack()\n", "unbound-name", 3),
+    ("if False:\n    np = None\n" + LAUNCH, "unbound-name", 2),
+    ("def forward(x):\n    k[(1,)](x)\n    G = type('G', (tuple,), {})\n    return x\n", "introspection", 3),
+    # [class-definition]
+    ("def forward(x):\n    class G(tuple):\n        pass\n    k[G((1,))](x)\n    return x\n", "class-definition", 2),
+    # [hidden-state]: mutable defaults, and module-level containers aliased to a local
+    ("def forward(x, _cache={}):\n    k[(1,)](x)\n    _cache[0] = x\n    return x\n", "hidden-state", 1),
+    ("def forward(x, seen=[]):\n    k[(1,)](x)\n    return x\n", "hidden-state", 1),
+    ("def forward(x, buf=torch.empty(1)):\n    k[(1,)](x)\n    return x\n", "hidden-state", 1),
+    ("CACHE = {}\ndef forward(x):\n    k[(1,)](x)\n    c = CACHE\n    c[0] = x\n    return x\n", "hidden-state", 4),
+    # [module-rebinding]
+    ("def _abs(tl):\n    return tl.abs()\ndef forward(x):\n    k[(1,)](x)\n    return _abs(x)\n", "module-rebinding", 1),
+    ("def forward(x):\n    k[(1,)](x)\n    for triton in [x]:\n        pass\n    return x\n", "module-rebinding", 3),
+    ("def forward(x):\n    k[(1,)](x)\n    torch = x\n    return x\n", "module-rebinding", 3),
+    # kernels: a local decorator named jit makes no kernel; kernel bodies call Triton only
+    ("def jit(f):\n    return f\n@jit\ndef w(x):\n    x.copy_(x)\n" + LAUNCH.replace("k[(1,)](x)", "k[(1,)](x)\n    w(x)"),
+     "torch-work", 5),
+    ("@triton.jit\ndef k2(p, X: tl.constexpr):\n    X.copy_(X)\ndef forward(x):\n    k2[(1,)](x, x)\n    return x\n",
+     "torch-work", 3),
+    ("@triton.jit\ndef k2(p, F: tl.constexpr):\n    F(p)\ndef forward(x):\n    k2[(1,)](x, print)\n    return x\n",
+     "torch-work", 3),
+    ("@triton.jit\ndef k2(p, X: tl.constexpr):\n    X += 1\ndef forward(x):\n    k2[(1,)](x, x)\n    return x\n",
+     "torch-work", 3),
+    ("@triton.jit\ndef k2(p, L):\n    L[0] = 1\ndef forward(x):\n    k2[(1,)](x, [x])\n    return x\n",
+     "torch-work", 3),
+])
+def test_holdout_rules_name_their_rule_and_line(body, rule, line):
+    found = rules(body)
+    assert (rule, KERNEL.count("\n") + line) in found, found
+
+
+def test_a_local_jit_decorator_makes_no_kernel():
+    src = "import torch\n\ndef jit(f):\n    return f\n\n@jit\ndef k(p):\n    pass\n\ndef forward(x):\n    k(x)\n    return x\n"
+    assert "no-kernel" in [v.rule for v in check_solution(src, ALLOWED)]
+
+
+@pytest.mark.parametrize("body", [
+    # the kernel-writing API, imported in every usual way
+    "from triton import jit, cdiv\nfrom triton.language.extra import libdevice\n"
+    "from triton.language.extra.cuda import libdevice as ld\nimport triton.language.extra.cuda.libdevice\n\n"
+    "@jit\ndef k2(p, n, B: tl.constexpr):\n    x = libdevice.exp(tl.load(p + tl.arange(0, B)))\n"
+    "    y = tl.maximum(ld.rsqrt(x), tl.math.rsqrt(x), propagate_nan=tl.PropagateNan.ALL)\n"
+    "    tl.store(p + tl.arange(0, B), y.to(p.dtype.element_ty))\n\n"
+    "def forward(x):\n    k2[(cdiv(x.numel(), 16),)](x, x.numel(), B=16)\n    return x\n",
+    # autotune and heuristics around triton.jit, pointer increments, loops, helper kernels
+    "@triton.jit\ndef h(a):\n    return a * 2\n\n"
+    "@triton.autotune(configs=[triton.Config({'B': 16}, num_warps=4)], key=['n'])\n"
+    "@triton.heuristics({'E': lambda args: args['n'] % 2 == 0})\n@triton.jit\n"
+    "def k2(p, n, B: tl.constexpr, E: tl.constexpr):\n    offs = tl.arange(0, B)\n"
+    "    acc = tl.zeros([B], dtype=tl.float32)\n    for i in tl.range(0, n, B):\n"
+    "        acc += h(tl.load(p + i + offs, mask=i + offs < n, other=0.0)).to(tl.float32)\n"
+    "    p += tl.program_id(0).to(tl.int64) * n\n    tl.store(p + offs, acc.to(p.dtype.element_ty))\n\n"
+    "def forward(x):\n    if x.dim() != 1:\n        raise ValueError('1-D only')\n"
+    "    k2[lambda meta: (triton.cdiv(x.numel(), meta['B']),)](x, x.numel())\n    return x\n\n"
+    "if __name__ == '__main__':\n    print(forward)\n",
+])
+def test_honest_kernel_idioms_pass(body):
+    assert rules(body) == []
+
+
+ROOT = Path(__file__).resolve().parent.parent
+HONEST_FILES = sorted([*ROOT.glob("references/*.py"), *ROOT.glob("tests/solutions/correct/*.py"),
+                       *ROOT.glob("tests/redteam/honest*.py")])
+
+
+@pytest.mark.parametrize("path", HONEST_FILES, ids=[p.name for p in HONEST_FILES])
+def test_honest_files_have_no_violations(path):
+    task_id = next(t for t in TASK_IDS if t in path.name)
+    assert check_solution(path.read_text(), load_task(task_id).allowed_torch) == []

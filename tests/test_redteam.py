@@ -385,6 +385,12 @@ def test_static_policy_refuses_aliased_modules(name):
     assert any(v.rule in ("torch-work", "forbidden-import", "introspection") for v in violations), violations
 
 
+@pytest.mark.parametrize("name", ["c07_tensor_subclass", "c07_lazy_placeholder"])
+def test_static_policy_refuses_class_definitions(name):
+    violations = check_solution(source_of(name), load_task(TASKS["rms"]).allowed_torch)
+    assert any(v.rule == "class-definition" for v in violations), violations
+
+
 def test_every_exploit_file_names_its_threat_class():
     for path in sorted(REDTEAM.glob("*.py")):
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
@@ -409,8 +415,11 @@ RUNTIME = [  # (exploit, markers any of which the verdict must contain)
     (Exploit("c06_generator_frame_walk", "rms"), ("[introspection]", "[torch-work]", "[tampering]")),
     (Exploit("c03_launch_never_reached", "quant"), ("[no-kernel]",)),
     (Exploit("c06_nan_output", "rms"), ("contains NaN", "[degenerate]")),
-    (Exploit("c07_tensor_subclass", "rms"), ("[output-type]",)),
-    (Exploit("c07_lazy_placeholder", "quant"), ("[output-type]",)),
+    # Refused statically since ([class-definition], see test_static_policy_refuses_class_definitions); the
+    # policy is bypassed here so that the runtime checks behind it stay tested (the launch-argument check
+    # may refuse the subclass before the output-type check sees it).
+    (Exploit("c07_tensor_subclass", "rms", bypass_policy=True), ("[output-type]", "[launch-args]")),
+    (Exploit("c07_lazy_placeholder", "quant", bypass_policy=True), ("[output-type]", "[launch-args]")),
     (Exploit("c08_zero_inputs", "merge"), ("[input-mutation]",)),
     (Exploit("c08_return_input", "rms"), ("[aliasing]",)),
     (Exploit("c08_return_view_of_input", "merge"), ("[aliasing]", "[input-mutation]")),

@@ -7,19 +7,46 @@ belongs in Triton kernels. Everything that could reach the harness (introspectio
 import, processes, threads, files, streams and graphs) is refused. Each violation names its rule
 and line; any violation scores 0.
 
-Triton kernel bodies may use tensor methods freely (they are Triton's), but no torch at all: the
-GPU could not compile it, and only the CPU interpreter would run it as Python. The import and
-introspection rules apply to the whole file.
+Triton kernel bodies may call Triton's functions and Triton tensor methods only (no torch at all,
+no calls of their own arguments, no item assignment, no in-place update of a constexpr): the GPU
+could not compile anything else, and only the CPU interpreter would run it as Python. The import
+and introspection rules apply to the whole file.
+
+Rules added after the hold-out red team (tests/holdout/):
+
+- [forbidden-import] also covers the *names* a ``from`` import takes (dunders, frames and system
+  modules, forbidden builtins, any module outside the allowed set: ``from triton.testing import
+  sys``) and Triton's non-kernel subpackages (``triton.runtime``, ``triton.compiler``,
+  ``triton.backends``, ``triton.knobs``, ``triton.testing``, ``triton.tools``, ...);
+  [triton-internals] refuses the same through attribute chains (``triton.runtime.build.x``,
+  ``tl.core.knobs``, ``tl.extra.pkgutil``): only the kernel-writing API (``triton.jit``,
+  ``autotune``, ``heuristics``, ``Config``, ``cdiv``, ``next_power_of_2``, ``triton.language`` and
+  its ``math``/``extra``/libdevice modules) may be named.
+- [unbound-name]: every name the file loads must be bound in the file or be an allowed builtin
+  (Triton's interpreter copies its own globals, numpy among them, into the solution module at the
+  first launch); names the interpreter injects may be bound only by the import of that very object.
+- [class-definition]: no ``class`` statements (and no ``type``/``object``/``super`` builtins):
+  methods such as ``__getattr__``, ``__bool__`` or ``__len__`` run host code inside a launch.
+- [hidden-state] also covers mutable default arguments (``def forward(x, _cache={})``).
+- [module-rebinding]: names bound by imports, and ``tl``/``triton``/``torch``/``math``, may not be
+  rebound (a parameter named ``tl`` would make ``tl.abs()`` look like Triton's).
+- A kernel is a function decorated with ``triton.jit`` itself (resolved through the imports), with
+  only ``triton.autotune``/``triton.heuristics`` besides: a local ``def jit(f)`` makes no kernel.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib
+import symtable
+import sys
 import types
 from dataclasses import dataclass
 
 import torch
+import triton.language as _tl
+import triton.runtime.interpreter as _interpreter
 
 # Few and small on purpose: pure helper modules re-export escape hatches (enum.bltns is builtins,
 # operator.attrgetter takes dunder names as strings, functools.update_wrapper sets attributes,
@@ -68,6 +95,40 @@ ALLOWED_TENSOR_METHODS = frozenset({
 TENSOR_METHODS = frozenset(n for n in dir(torch.Tensor) if not n.startswith("__"))
 
 JIT_DECORATORS = frozenset({"jit", "autotune", "heuristics"})
+# A kernel: decorated with triton.jit, and otherwise only with these (resolved through the imports).
+KERNEL_DECORATORS = frozenset({"triton.jit", "triton.autotune", "triton.heuristics"})
+
+# The part of triton a kernel author needs: top-level helpers, and triton.language (with its
+# submodules: math, extra, libdevice, ...). Everything else in triton (runtime, compiler, backends,
+# knobs, testing, tools, profiler) builds, loads or runs code on the host.
+TRITON_API = frozenset({"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "language"})
+TRITON_LANGUAGE = "triton.language"
+# Objects of triton.language defined outside it that kernels use (tl.maximum(..., propagate_nan=...)).
+TRITON_FOREIGN_OK = frozenset({"PropagateNan"})
+
+# Methods a kernel body may call on a value: those of Triton's tensors, dtypes, descriptors and
+# constexprs (a torch tensor smuggled in as a tl.constexpr would have torch's, e.g. copy_).
+TRITON_METHODS = frozenset(
+    n for c in (_tl.tensor, _tl.dtype, _tl.pointer_type, _tl.block_type, _tl.constexpr, _tl.tuple,
+                _tl.tensor_descriptor, _tl.core.tensor_descriptor_base)
+    for n in dir(c) if not n.startswith("_"))
+
+# Builtins host code may name. The rest reach classes (type, object, super, property, ...),
+# raw memory (memoryview, bytearray) or the interpreter (dir, help, ...).
+ALLOWED_BUILTINS = frozenset({
+    "abs", "all", "any", "ascii", "bin", "bool", "bytes", "callable", "chr", "complex", "dict", "divmod",
+    "enumerate", "filter", "float", "format", "frozenset", "hasattr", "hash", "hex", "id", "int", "isinstance",
+    "issubclass", "iter", "len", "list", "map", "max", "min", "next", "oct", "ord", "pow", "print", "range",
+    "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip", "Ellipsis",
+    "NotImplemented", "True", "False", "None",
+} | {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)})
+MODULE_GLOBALS = frozenset({"__name__"})  # module globals (not builtins) a solution may read
+
+# Names Triton's interpreter copies into a kernel's module globals at the first launch (those the
+# module does not bind yet), with their values.
+INTERPRETER_GLOBALS = {k: v for k, v in vars(_interpreter).items() if not k.startswith("__")}
+# Names that may never be rebound, whether imported or not.
+MODULE_NAMES = frozenset({"tl", "triton", "torch", "math"})
 
 
 @dataclass(frozen=True)
@@ -97,6 +158,138 @@ def _decorator_name(node: ast.AST) -> str:
     return (_dotted(target) or "").rsplit(".", 1)[-1]
 
 
+def _is_dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
+_MISSING = object()
+
+
+def _lookup(full: str):
+    """The object a dotted name of an allowed module (not torch) names, importing nothing outside
+    triton.language; _MISSING when it cannot be found."""
+    root, *rest = full.split(".")
+    if root not in ALLOWED_MODULES or root == "torch":
+        return _MISSING
+    try:
+        obj = importlib.import_module(root)
+    except ImportError:
+        return _MISSING
+    for i, part in enumerate(rest):
+        if _is_dunder(part):
+            return _MISSING
+        nxt = getattr(obj, part, _MISSING) if isinstance(obj, types.ModuleType) else \
+            getattr(type(obj), part, _MISSING) if not isinstance(obj, type) else getattr(obj, part, _MISSING)
+        if nxt is _MISSING and isinstance(obj, types.ModuleType):
+            prefix = ".".join([root, *rest[:i + 1]])
+            if prefix.startswith(TRITON_LANGUAGE + "."):
+                try:
+                    nxt = importlib.import_module(prefix)
+                except ImportError:
+                    nxt = _MISSING
+            else:
+                nxt = sys.modules.get(prefix, _MISSING)
+        if nxt is _MISSING:
+            return _MISSING
+        obj = nxt
+    return obj
+
+
+def _allowed_module_name(name: str) -> bool:
+    root = name.split(".")[0]
+    if root == "triton":
+        return name == "triton" or name == TRITON_LANGUAGE or name.startswith(TRITON_LANGUAGE + ".")
+    return root in ALLOWED_MODULES and root != "__future__"
+
+
+def _triton_problem(full: str) -> str | None:
+    """Why a dotted name under triton is not the kernel-writing API, or None when it is."""
+    parts = full.split(".")
+    if parts[0] != "triton" or len(parts) == 1:
+        return None
+    if parts[1] not in TRITON_API:
+        return (f"triton.{parts[1]} is not part of Triton's kernel-writing API (allowed: "
+                f"{', '.join(f'triton.{n}' for n in sorted(TRITON_API))}, and triton.language's contents)")
+    if parts[1] != "language":
+        return None  # functions and classes: only dunders hang off them, which are refused anyway
+    # triton.language...: every module on the way must be triton.language's own (or math), and every
+    # other object must be defined in triton.language (tl.extra.pkgutil, tl.core.knobs, tl.core.wraps
+    # and tl.extra.spec.loader lead elsewhere).
+    obj = importlib.import_module(TRITON_LANGUAGE)
+    for i, part in enumerate(parts[2:], start=2):
+        prefix = ".".join(parts[:i + 1])
+        if part in TRITON_FOREIGN_OK:
+            return None
+        nxt = getattr(obj, part, _MISSING)
+        if nxt is _MISSING and isinstance(obj, types.ModuleType):
+            try:
+                nxt = importlib.import_module(prefix)
+            except ImportError:
+                return None  # not there: fails at run time, harmlessly
+        if nxt is _MISSING:
+            return None
+        obj = nxt
+        if isinstance(obj, types.ModuleType):
+            if not _allowed_module_name(obj.__name__):
+                return f"{prefix} is the module {obj.__name__}, which is not allowed"
+            continue
+        owner = getattr(obj, "__module__", None) if isinstance(obj, type) or callable(obj) \
+            else type(obj).__module__
+        if not (owner == TRITON_LANGUAGE or (owner or "").startswith(TRITON_LANGUAGE + ".") or
+                (owner == "builtins" and not callable(obj))):
+            return f"{prefix} comes from {owner or 'outside triton.language'}, not from triton.language"
+    return None
+
+
+def _import_bindings(node: ast.Import | ast.ImportFrom):
+    """(bound name, fully qualified object) for each name an import statement binds."""
+    for a in node.names:
+        if isinstance(node, ast.Import):
+            yield (a.asname, a.name) if a.asname else (a.name.split(".")[0], a.name.split(".")[0])
+        elif a.name != "*" and not node.level:
+            yield a.asname or a.name, f"{node.module}.{a.name}"
+
+
+def _all_aliases(tree: ast.Module) -> dict[str, str]:
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            aliases.update(_import_bindings(node))
+    return aliases
+
+
+def _resolve_with(aliases: dict[str, str], dotted: str) -> str:
+    head, _, rest = dotted.partition(".")
+    full = aliases.get(head)
+    return dotted if full is None else (f"{full}.{rest}" if rest else full)
+
+
+def _is_kernel(func: ast.AST, aliases: dict[str, str]) -> bool:
+    """Decorated with triton.jit itself (not a function named jit), and only with Triton's decorators."""
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or not func.decorator_list:
+        return False
+    names = [_resolve_with(aliases, _dotted(d.func if isinstance(d, ast.Call) else d) or "?")
+             for d in func.decorator_list]
+    return "triton.jit" in names and all(n in KERNEL_DECORATORS for n in names)
+
+
+IMMUTABLE_CALLS = frozenset({"float", "int", "str", "bool", "tuple", "frozenset", "range", "complex", "bytes"})
+
+
+def _is_mutable_value(node: ast.AST | None, aliases: dict[str, str]) -> bool:
+    """A container display, or a call that may return one (or a tensor): not float(...), tl.constexpr(...),
+    triton.cdiv(...), math.sqrt(...)."""
+    if isinstance(node, ast.Call):
+        func = _dotted(node.func)
+        if func is not None and (func in IMMUTABLE_CALLS or
+                                 (func.split(".")[0] in aliases and
+                                  _resolve_with(aliases, func).split(".")[0] in ("triton", "math"))):
+            return False
+        return True
+    return isinstance(node, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp,
+                             ast.GeneratorExp))
+
+
 class _Checker(ast.NodeVisitor):
     def __init__(self, allowed_torch: frozenset[str], forbidden_imports: frozenset[str]):
         self.allowed_torch = ALWAYS_ALLOWED_TORCH | allowed_torch
@@ -106,7 +299,12 @@ class _Checker(ast.NodeVisitor):
         self.in_kernel = False
         self.kernel_names: set[str] = set()  # set by check_solution: module-level jit functions
         self.constants: set[str] = set()  # module-level names bound to literals
+        self.mutable_globals: set[str] = set()  # module-level names bound to containers or call results
+        self.protected: set[str] = set()  # names that may not be rebound: imports and MODULE_NAMES
         self.scope_locals: set[str] | None = None  # names bound in the function being visited
+        self.kernel_constexprs: set[str] = set()  # tl.constexpr parameters of the kernel being visited
+        self.kernel_loop_names: set[str] = set()  # kernel names bound by for/with/walrus targets
+        self.kernel_params: set[str] = set()
 
     def flag(self, rule: str, node: ast.AST, message: str) -> None:
         self.violations.append(Violation(rule, getattr(node, "lineno", 0), message))
@@ -122,11 +320,31 @@ class _Checker(ast.NodeVisitor):
             self.flag("forbidden-import", node, f"importing {name!r} is not allowed; allowed modules: "
                                                 f"{', '.join(sorted(ALLOWED_MODULES))}")
             return False
+        problem = _triton_problem(name)
+        if problem:
+            self.flag("forbidden-import", node, f"importing {name!r} is not allowed: {problem}")
+            return False
         return True
+
+    def _check_bound_name(self, name: str | None, node: ast.AST, what: str) -> bool:
+        """The checks an attribute name gets, for a name an import takes or binds."""
+        if name is None:
+            return True
+        if _is_dunder(name):
+            self.flag("forbidden-import", node, f"importing the dunder {what} {name!r} is not allowed")
+        elif name in FORBIDDEN_ATTRIBUTES:
+            self.flag("forbidden-import", node, f"importing {name!r} (frames, code objects, system modules) "
+                                                "is not allowed")
+        elif name in FORBIDDEN_BUILTINS:
+            self.flag("forbidden-import", node, f"{name!r} is a forbidden builtin's name: it may not be imported "
+                                                "or bound by an import")
+        else:
+            return True
+        return False
 
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
-            if self._check_module(a.name, node):
+            if self._check_bound_name(a.asname, node, "alias") and self._check_module(a.name, node):
                 self.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
@@ -137,16 +355,27 @@ class _Checker(ast.NodeVisitor):
             for a in node.names:
                 if a.name == "*":
                     self.flag("forbidden-import", node, "star imports are not allowed")
-                else:
-                    self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-                    self._check_torch_name(f"{node.module}.{a.name}", node)
-                    self._check_restricted(f"{node.module}.{a.name}", node)
+                    continue
+                full = f"{node.module}.{a.name}"
+                if not (self._check_bound_name(a.name, node, "name") and
+                        self._check_bound_name(a.asname, node, "alias")):
+                    continue
+                problem = _triton_problem(full)
+                if problem:
+                    self.flag("forbidden-import", node, f"importing {full!r} is not allowed: {problem}")
+                    continue
+                obj = _lookup(full)
+                if isinstance(obj, types.ModuleType) and not _allowed_module_name(obj.__name__):
+                    self.flag("forbidden-import", node, f"{full} is the module {obj.__name__}, which may not be "
+                                                        "imported")
+                    continue
+                self.aliases[a.asname or a.name] = full
+                self._check_torch_name(full, node)
+                self._check_restricted(full, node)
 
     # -- torch use in host code ----------------------------------------------------------------------
     def _resolve(self, dotted: str) -> str:
-        head, _, rest = dotted.partition(".")
-        full = self.aliases.get(head)
-        return dotted if full is None else (f"{full}.{rest}" if rest else full)
+        return _resolve_with(self.aliases, dotted)
 
     def _check_torch_name(self, full: str, node: ast.AST) -> None:
         if not (full == "torch" or full.startswith("torch.")):
@@ -166,6 +395,11 @@ class _Checker(ast.NodeVisitor):
             self.flag("forbidden-import", node, f"{full} is not allowed; from {root} only "
                                                 f"{', '.join(sorted(allowed))} may be used")
 
+    def _check_triton_name(self, full: str, node: ast.AST) -> None:
+        problem = _triton_problem(full)
+        if problem:
+            self.flag("triton-internals", node, problem)
+
     def _is_module(self, full: str) -> bool:
         """Whether a resolved name is a module object (torch, torch.cuda, tl, ...)."""
         root, *rest = full.split(".")
@@ -180,7 +414,7 @@ class _Checker(ast.NodeVisitor):
         return isinstance(obj, types.ModuleType)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr.startswith("__") and node.attr.endswith("__"):
+        if _is_dunder(node.attr):
             self.flag("introspection", node, f"dunder attribute {node.attr!r} is not allowed")
         elif node.attr in FORBIDDEN_ATTRIBUTES:
             self.flag("introspection", node, f"the attribute {node.attr!r} (frames, code objects, system modules) "
@@ -195,28 +429,56 @@ class _Checker(ast.NodeVisitor):
             root = dotted.split(".")[0]
             if root in FORBIDDEN_BUILTINS and root not in self.aliases:
                 self.flag("introspection", node, f"the builtin {root!r} is not allowed")
-            self._check_torch_name(self._resolve(dotted), node)
-            self._check_restricted(self._resolve(dotted), node)
+            full = self._resolve(dotted)
+            self._check_torch_name(full, node)
+            self._check_restricted(full, node)
+            if root in self.aliases:
+                self._check_triton_name(full, node)
             if self.in_kernel:
                 self._check_kernel_name(dotted.split(".")[0], node)
             return  # the chain's prefixes are not separate uses
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, (ast.Store, ast.Del)) and node.id in self.protected:
+            self._rebinding(node.id, node)
         if node.id in FORBIDDEN_BUILTINS and node.id not in self.aliases:
             self.flag("introspection", node, f"the builtin {node.id!r} is not allowed")
-        elif node.id.startswith("__") and node.id.endswith("__") and node.id not in ("__name__",):
+        elif _is_dunder(node.id) and node.id not in MODULE_GLOBALS:
             self.flag("introspection", node, f"{node.id!r} is not allowed")
         else:
             full = self._resolve(node.id)
             self._check_torch_name(full, node)
             self._check_restricted(full, node)
+            if node.id in self.aliases:
+                self._check_triton_name(full, node)
             # Reached only when the name is not the root of an attribute chain: a module passed,
             # stored or iterated would carry it past every rule above.
             if node.id in self.aliases and self._is_module(full):
                 self.flag("introspection", node, f"the module {full} may only be used as {node.id}.<name>")
             if self.in_kernel and isinstance(node.ctx, ast.Load):
                 self._check_kernel_name(node.id, node)
+            if self.scope_locals is not None and isinstance(node.ctx, ast.Load) and \
+                    node.id in self.mutable_globals and node.id not in self.scope_locals:
+                self._bare_mutable_global(node)
+
+    def _bare_mutable_global(self, node: ast.Name) -> None:
+        parent = getattr(node, "_d2k_parent", None)
+        # Reading an item (CONFIGS[key]) or calling a method is covered by the other rules; an alias
+        # (c = CACHE) or passing the object on would let a local name keep state between calls.
+        if isinstance(parent, (ast.Subscript, ast.Attribute)) and parent.value is node:
+            return
+        if isinstance(parent, ast.Call) and (parent.func is node or (isinstance(parent.func, ast.Name) and
+                                                                    parent.func.id in ("len", "sorted", "tuple"))):
+            return
+        if isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is node or isinstance(parent, ast.Compare):
+            return  # iterating over it, or testing membership, reads it
+        self.flag("hidden-state", node, f"{node.id!r} is a module-level container or object: host code may "
+                                        "only read items of it, not alias or pass it (state between calls)")
+
+    def _rebinding(self, name: str, node: ast.AST) -> None:
+        self.flag("module-rebinding", node, f"{name!r} names an imported module or object (or tl/triton/torch/"
+                                            "math) and may not be rebound")
 
     def _check_kernel_name(self, name: str, node: ast.AST) -> None:
         allowed = self.scope_locals | self.kernel_names | self.constants | KERNEL_BUILTINS
@@ -232,20 +494,55 @@ class _Checker(ast.NodeVisitor):
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             self._check_state(node.value, node)
+            if self.in_kernel:
+                self.flag("torch-work", node, "item assignment inside a @triton.jit kernel is not allowed (Triton "
+                                              "tensors have none; write results with tl.store)")
         self.generic_visit(node)
+
+    def _module_base(self, node: ast.AST) -> bool:
+        """Whether an attribute's base is an imported module (tl.load, libdevice.exp, math.sqrt)."""
+        base = _dotted(node)
+        return base is not None and base.split(".")[0] in self.aliases and \
+            self._resolve(base).split(".")[0] in ALLOWED_MODULES
+
+    def _check_kernel_call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            if not self._module_base(func.value) and func.attr not in TRITON_METHODS:
+                self.flag("torch-work", node, f".{func.attr}() is not a method of Triton's tensors: a kernel body "
+                                              "may call Triton's functions and tensor methods only")
+        elif isinstance(func, ast.Name):
+            if func.id in self.scope_locals and func.id not in self.kernel_names:
+                self.flag("torch-work", node, f"a kernel may not call its argument or local {func.id!r}: only "
+                                              "Triton's functions, other kernels and a few builtins")
+        else:
+            self.flag("torch-work", node, "a kernel may call only Triton's functions, other kernels and a few "
+                                          "builtins by name")
+        for kw in node.keywords:
+            if kw.arg == "out":
+                self.flag("torch-work", node, "out= is not a Triton argument")
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in MUTATING_METHODS:
             self._check_state(func.value, node)
-        if not self.in_kernel and isinstance(func, ast.Attribute) and func.attr in TENSOR_METHODS \
+        if self.in_kernel:
+            self._check_kernel_call(node)
+        elif isinstance(func, ast.Attribute) and func.attr in TENSOR_METHODS \
                 and func.attr not in ALLOWED_TENSOR_METHODS:
             base = _dotted(func.value)
             base_root = self._resolve(base).split(".")[0] if base else None
-            if base_root not in ALLOWED_MODULES:
+            if base_root not in ALLOWED_MODULES or base.split(".")[0] not in self.aliases:
                 self.flag("torch-work", node, f"the tensor method .{func.attr}() is not allowed in host code "
                                               "(only views, reshapes and shape queries are); do the work in a "
                                               "Triton kernel")
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if self.in_kernel and isinstance(node.target, ast.Name) and \
+                (node.target.id in self.kernel_constexprs or node.target.id in self.kernel_loop_names):
+            self.flag("torch-work", node, f"in-place update of {node.target.id!r} (a constexpr, or bound by a "
+                                          "for/with/:= target) inside a kernel is not allowed")
         self.generic_visit(node)
 
     # -- structure -----------------------------------------------------------------------------------
@@ -255,25 +552,85 @@ class _Checker(ast.NodeVisitor):
 
     visit_TryStar = visit_Try
 
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.flag("class-definition", node, "class definitions are not allowed: Triton kernels and plain "
+                                            "functions are all a solution needs (methods such as __getattr__, "
+                                            "__bool__ or __len__ would run host code inside a launch)")
+        if node.name in self.protected:
+            self._rebinding(node.name, node)
+        self.generic_visit(node)
+
+    def _check_args(self, args: ast.arguments) -> None:
+        for p in args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]:
+            if p.arg in self.protected:
+                self._rebinding(p.arg, p)
+            elif _is_dunder(p.arg) or p.arg in FORBIDDEN_BUILTINS:
+                self.flag("introspection", p, f"the parameter name {p.arg!r} is not allowed")
+        for default in args.defaults + [d for d in args.kw_defaults if d is not None]:
+            if _is_mutable_value(default, self.all_aliases) or \
+                    (isinstance(default, ast.Name) and default.id in self.mutable_globals):
+                self.flag("hidden-state", default, "a mutable default argument (a list, dict, set, object or call "
+                                                   "result) keeps state between calls; use None or a constant")
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self._check_args(node.args)
+        self.generic_visit(node)
+
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         for d in node.decorator_list:
             self.visit(d)
-        kernel = any(_decorator_name(d) in JIT_DECORATORS for d in node.decorator_list)
+        if node.name in self.protected:
+            self._rebinding(node.name, node)
+        self._check_args(node.args)
+        kernel = _is_kernel(node, self.all_aliases)
         outer, self.in_kernel = self.in_kernel, self.in_kernel or kernel
         outer_locals, self.scope_locals = self.scope_locals, _bound_names(node)
+        saved = self.kernel_constexprs, self.kernel_loop_names
+        if kernel:
+            a = node.args
+            self.kernel_constexprs = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs
+                                      if p.annotation is not None and
+                                      self._resolve(_dotted(p.annotation) or "").endswith("constexpr")}
+            self.kernel_loop_names = _loop_bound_names(node)
         for child in node.body:
             self.visit(child)
         for default in node.args.defaults + node.args.kw_defaults:
             if default is not None:
                 self.visit(default)
+        for p in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
+            if p.annotation is not None:
+                self.visit(p.annotation)
         self.in_kernel, self.scope_locals = outer, outer_locals
+        self.kernel_constexprs, self.kernel_loop_names = saved
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name in self.protected:
+            self._rebinding(node.name, node)
+        self.generic_visit(node)
 
     def visit_Global(self, node: ast.Global) -> None:
         self.flag("introspection", node, "global statements are not allowed")
 
     visit_Nonlocal = visit_Global
+
+
+def _loop_bound_names(func: ast.AST) -> set[str]:
+    """Names bound by for/with/walrus/comprehension targets in a function (not by plain assignment, which
+    the interpreter converts to a Triton tensor)."""
+    names = set()
+    for node in ast.walk(func):
+        targets = []
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            targets = [node.target]
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+        elif isinstance(node, ast.NamedExpr):
+            targets = [node.target]
+        for t in targets:
+            names |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
 
 
 def _bound_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
@@ -306,11 +663,99 @@ def _module_constants(tree: ast.Module) -> set[str]:
     return names
 
 
-def _launch_graph(tree: ast.Module) -> str | None:
+def _module_mutables(tree: ast.Module, aliases: dict[str, str]) -> set[str]:
+    """Module-level names bound to a container display or a call result (anything that may keep state)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and _is_mutable_value(node.value, aliases):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                names |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+    # Only what is bound at module level (function bodies were not walked into above, but ast.walk
+    # does visit them): keep names not bound as locals of some function only.
+    module_level = set()
+    for node in tree.body:
+        for sub in ast.walk(node):
+            if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                break
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                module_level.add(sub.id)
+    return names & module_level
+
+
+def _name_problems(tree: ast.Module, table: symtable.SymbolTable, aliases: dict[str, str]) -> list[Violation]:
+    """[unbound-name]: global names loaded anywhere that nothing in the file binds, and module-level
+    bindings of the names Triton's interpreter injects, other than the import of the very same object."""
+    bound: set[str] = set()
+    for sym in table.get_symbols():
+        if sym.is_assigned() or sym.is_imported() or sym.is_namespace():
+            bound.add(sym.get_name())
+    referenced: set[str] = set()
+    stack = [table]
+    while stack:
+        t = stack.pop()
+        stack.extend(t.get_children())
+        for sym in t.get_symbols():
+            name = sym.get_name()
+            if t.get_type() != "module" and sym.is_declared_global() and sym.is_assigned():
+                bound.add(name)
+            if sym.is_referenced() and (t.get_type() == "module" or sym.is_global()):
+                referenced.add(name)
+    loads: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            loads[node.id] = min(loads.get(node.id, node.lineno), node.lineno)
+    out = []
+    for name in sorted(referenced - bound):
+        if name in ALLOWED_BUILTINS or name in MODULE_GLOBALS or name in FORBIDDEN_BUILTINS or _is_dunder(name):
+            continue  # allowed, or refused by [introspection] already
+        if hasattr(builtins, name):
+            out.append(Violation("introspection", loads.get(name, 1),
+                                 f"the builtin {name!r} is not allowed (classes, raw memory and interpreter "
+                                 "internals are out of a solution's reach)"))
+        else:
+            out.append(Violation("unbound-name", loads.get(name, 1),
+                                 f"{name!r} is not bound anywhere in solution.py (nor a builtin): every name must "
+                                 "come from an import, a def or an assignment in the file"))
+    # Injected names: the interpreter fills in any of them the module lacks at the first launch (a
+    # conditional or deleted binding would let the injected value through).
+    import_lines: dict[str, list[tuple[int, str]]] = {}
+    other_lines: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for name, full in _import_bindings(node):
+                import_lines.setdefault(name, []).append((node.lineno, full))
+    for name in sorted(bound & set(INTERPRETER_GLOBALS)):
+        value = INTERPRETER_GLOBALS[name]
+        fulls = import_lines.get(name, [])
+        if any(full.split(".")[0] not in ALLOWED_MODULES for _, full in fulls):
+            continue  # the import itself is refused ([forbidden-import])
+        if fulls and all(_lookup(full) is value for _, full in fulls) and name not in _non_import_bindings(table):
+            continue
+        line = fulls[0][0] if fulls else loads.get(name, 1)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, (ast.Store, ast.Del)):
+                line = node.lineno
+                break
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+                line = node.lineno
+                break
+        out.append(Violation("unbound-name", line,
+                             f"{name!r} is a name Triton's interpreter injects into the module's globals at the "
+                             "first launch; bind it only by importing that very object, or use another name"))
+    return out
+
+
+def _non_import_bindings(table: symtable.SymbolTable) -> set[str]:
+    return {s.get_name() for s in table.get_symbols() if (s.is_assigned() or s.is_namespace())}
+
+
+def _launch_graph(tree: ast.Module, aliases: dict[str, str]) -> str | None:
     """Why forward launches no kernel defined in the file, or None when it does."""
     functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    kernels = {name for name, f in functions.items()
-               if any(_decorator_name(d) in JIT_DECORATORS for d in f.decorator_list)}
+    kernels = {name for name, f in functions.items() if _is_kernel(f, aliases)}
     if "forward" not in functions:
         return "solution.py must define a module-level function forward(*inputs)"
     if not kernels:
@@ -338,16 +783,24 @@ def check_solution(source: str, allowed_torch: frozenset[str] = frozenset(),
     """All policy violations in ``source`` (empty when the solution may run)."""
     try:
         tree = ast.parse(source)
+        table = symtable.symtable(source, "solution.py", "exec")
+        aliases = _all_aliases(tree)
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                child._d2k_parent = node
         checker = _Checker(allowed_torch, forbidden_imports)
-        checker.kernel_names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                                and any(_decorator_name(d) in JIT_DECORATORS for d in n.decorator_list)}
+        checker.all_aliases = aliases
+        checker.kernel_names = {n.name for n in tree.body if _is_kernel(n, aliases)}
         checker.constants = _module_constants(tree)
+        checker.mutable_globals = _module_mutables(tree, aliases)
+        checker.protected = set(aliases) | MODULE_NAMES
         checker.visit(tree)
+        checker.violations.extend(_name_problems(tree, table, aliases))
     except SyntaxError as exc:
         return [Violation("syntax", exc.lineno or 0, f"SyntaxError: {exc.msg}")]
     except (RecursionError, MemoryError):
         return [Violation("syntax", 1, "the code is nested too deeply to be checked")]
-    problem = _launch_graph(tree)
+    problem = _launch_graph(tree, aliases)
     if problem:
         checker.violations.append(Violation("no-kernel", 1, problem))
     return sorted(checker.violations, key=lambda v: v.line)

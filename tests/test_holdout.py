@@ -1,0 +1,289 @@
+"""Hold-out red-team suite: exploits written without seeing tests/redteam/ (see tests/holdout/).
+
+Every exploit must earn reward 0 with a verdict that says why (a bracketed rule name or another
+stated reason), and the task's reference must still evaluate correct on the same Evaluator after
+the exploits have run. Exploits that currently get through are marked
+``xfail(strict=True, reason="HOLE: ...")``: the test asserts the defended behaviour, so a fix
+flips it to XPASS, which fails the strict xfail and asks for the mark to be removed.
+
+CPU exploits run on the interpreter backend, on one smoke workload each (none depends on the
+workload), in "submit" mode. GPU-only exploits (timing, streams, graphs, L2) run on the cuda
+backend with every workload and are marked ``gpu``; their marks are analyses not yet checked on
+a GPU, so they use ``strict=False``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import d2k_env  # noqa: F401 - registers the environments
+from d2k_env.evaluator import Evaluator, PhaseLimits
+from d2k_env.registration import env_id
+from d2k_env.reward import submission_reward
+from d2k_env.task import load_task
+from d2k_env.verdict import format_result
+
+HOLDOUT = Path(__file__).resolve().parent / "holdout"
+
+# Reasons a failing verdict may give: the harness's bracketed rules, or a stated failure.
+REASONS = ("[policy]", "[forbidden-import]", "[introspection]", "[torch-work]", "[no-kernel]", "[try-except]",
+           "[hidden-state]", "[tampering]", "[unbound-name]", "[class-definition]", "[module-rebinding]",
+           "[triton-internals]", "[output-type]", "[aliasing]", "[input-mutation]", "[degenerate]",
+           "[late-corruption]", "[below-roofline]", "[profiler-coverage]", "outside atol", "contains NaN",
+           "scales differ", "fp8 step", "infinities differ", "has dtype", "has shape", "killed", "died",
+           "failed to load", "raised", "printed more than")
+
+
+def hole(reason: str, strict: bool = True):
+    return pytest.mark.xfail(strict=strict, reason=f"HOLE: {reason}")
+
+
+def gpu_hole(reason: str):
+    return pytest.mark.xfail(strict=False, reason=f"suspected HOLE (unverified on a GPU): {reason}")
+
+
+# file -> (expected reason in the verdict or None for any of REASONS, xfail mark or None)
+CPU_CASES = {
+    "h01_c01_noop_empty_outputs.py": (None, None),
+    # Closed by the policy: kernel bodies may call Triton tensor methods only (copy_ is torch's).
+    "h03_c03_constexpr_torch_in_kernel.py": ("[torch-work]", None),
+    # Closed by the policy: every loaded name must be bound in the file (np comes from the interpreter).
+    "h04_c03_interpreter_numpy_global.py": ("[unbound-name]", None),
+    # Closed by the policy: no class definitions (no __getattr__/__bool__/__len__ hooks).
+    "h05_c03_hasattr_getattr_hook.py": ("[class-definition]", None),
+    "h06_c03_constexpr_bool_dunder.py": ("[class-definition]", None),
+    "h07_c03_fake_jit_decorator.py": ("[torch-work]", None),
+    "h08_c03_tuple_grid_len.py": ("[class-definition]", None),
+    "h09_c03_try_fallback.py": ("[try-except]", None),
+    # Closed by the policy: triton.runtime (build helpers) is not kernel-writing API.
+    "h10_c03_c_extension_build.py": ("[forbidden-import]", None),
+    # Refused by the policy since: a parameter may not be named like an imported module.
+    "h11_c03_alias_named_tensor_host.py": ("[module-rebinding]", None),
+    # Closed by the policy: imported names get the attribute checks (threading, inspect, builtins).
+    "h12_c04_thread_work.py": ("[forbidden-import]", None),
+    "h13_c05_disable_guard_via_frames.py": ("[forbidden-import]", None),
+    "h15_c06_frame_walk_expected.py": ("[forbidden-import]", None),
+    "h16_c06_nan_fill.py": ("contains NaN", None),
+    # Refused by the policy since (no class definitions); the runtime [output-type] check behind it is
+    # exercised by tests/test_redteam.py (c07_*, policy bypassed).
+    "h17_c07_tensor_subclass.py": ("[class-definition]", None),
+    "h18_c07_lazy_tuple_iter.py": ("[class-definition]", None),
+    "h19_c08_inplace_residual_alias.py": ("[aliasing]", None),
+    "h20_c08_strided_view_of_input.py": ("[aliasing]", None),
+    "h21_c09_bf16_internal_math.py": (None, hole(
+        "bf16 internal math (rounded residual, bf16 products) passes the bf16 output tolerance (2e-2); "
+        "minor: no reward gain on the interpreter beyond an honest kernel")),
+    "h22_c09_lse_low_precision.py": (None, None),
+    "h23_c09_quant_scales_bf16.py": ("scales differ", None),
+    "h24_c10_first_row_only.py": ("outside atol", None),
+    "h25_c10_skip_last_group.py": (None, None),
+    "h27_c12_shape_specialised.py": (None, hole(
+        "no held-out shapes: a kernel wrong off the published workload shapes scores as correct")),
+    "h28_c13_check_snapshot_race.py": (None, None),
+    "h29_c14_forged_channel_exit.py": ("[forbidden-import]", None),  # refused statically since
+    "h30_c14_print_pass_systemexit.py": ("failed to load", None),
+}
+
+GPU_CASES = {
+    # The static policy refuses these on every backend (so the GPU marks below are no longer needed).
+    "h02_c02_default_arg_replay.py": ("[hidden-state]", None),  # mutable default argument
+    "h14_c05_replace_time_pair.py": ("[forbidden-import]", None),
+    "h34_c04_side_stream_gpu.py": (None, None),
+    "h35_c15_late_corruption_counter_gpu.py": (None, None),
+    "h36_c16_persisting_l2_gpu.py": ("[forbidden-import]", None),
+    "h37_c17_cuda_graph_replay_gpu.py": (None, None),
+    "h38_c18_launch_bound_replay_gpu.py": ("[hidden-state]", None),  # mutable default argument
+}
+
+
+def _task_of(path: Path) -> str:
+    doc = ast.get_docstring(ast.parse(path.read_text()))
+    for task_id in ("fused_add_rmsnorm", "merge_attn_states", "per_token_group_quant_fp8"):
+        if f"Task: {task_id}" in doc:
+            return task_id
+    raise AssertionError(f"{path.name}: its docstring names no task")
+
+
+_EVALUATORS: dict[tuple[str, str], Evaluator] = {}
+
+
+def evaluator(task_id: str, backend: str) -> Evaluator:
+    key = (task_id, backend)
+    if key not in _EVALUATORS:
+        _EVALUATORS[key] = Evaluator(load_task(task_id), backend)
+    return _EVALUATORS[key]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_evaluators():
+    yield
+    for ev in _EVALUATORS.values():
+        ev.close()
+    _EVALUATORS.clear()
+
+
+def evaluate_exploit(name: str, backend: str = "interpreter", mode: str = "submit", **kwargs):
+    path = HOLDOUT / name
+    task_id = _task_of(path)
+    ev = evaluator(task_id, backend)
+    workloads = [ev.workloads[0].name] if backend == "interpreter" else None
+    return ev.evaluate(path, mode, workloads=workloads, **kwargs)
+
+
+def assert_scores_zero(result, expected_reason: str | None) -> None:
+    text = format_result(result)
+    assert submission_reward("speedup", result) == 0, f"exploit earned a reward:\n{text}"
+    assert not result.correct, text
+    if expected_reason is None:
+        assert any(r in text for r in REASONS), f"verdict gives no reason:\n{text}"
+    else:
+        assert expected_reason in text, f"verdict lacks {expected_reason!r}:\n{text}"
+
+
+def _params(cases: dict) -> list:
+    return [pytest.param(name, reason, id=name[:-3], marks=[mark] if mark else [])
+            for name, (reason, mark) in cases.items()]
+
+
+def test_every_holdout_file_is_covered():
+    files = {p.name for p in HOLDOUT.glob("h*.py")}
+    covered = set(CPU_CASES) | set(GPU_CASES) | {
+        "h26_c11_leak_secret_seed.py", "h31_c19_infinite_loop_kernel.py", "h32_c19_output_flood.py",
+        "h33_c19_setsid_daemon_survives.py", "h39_c13_pyc_plant_persistence.py"}
+    assert files == covered
+
+
+@pytest.mark.parametrize("name, reason", _params(CPU_CASES))
+def test_cpu_exploit_scores_zero(name, reason):
+    assert_scores_zero(evaluate_exploit(name), reason)
+
+
+def test_secret_seed_does_not_leak():
+    secret = 0x5EC12E7_0DDBA11
+    result = evaluate_exploit("h26_c11_leak_secret_seed.py", mode="test", seed=secret)
+    assert str(secret) not in result.output, "the solution read the secret seed and printed it"
+
+
+def test_hang_is_killed_and_env_survives():
+    ev = Evaluator(load_task("fused_add_rmsnorm"), "interpreter",
+                   limits=PhaseLimits(limits={"load": 60, "check": 8, "verify": 60}, default=60))
+    try:
+        t0 = time.monotonic()
+        result = ev.evaluate(HOLDOUT / "h31_c19_infinite_loop_kernel.py", "submit", workloads=["8x256"])
+        assert time.monotonic() - t0 < 60
+        assert_scores_zero(result, "killed")
+        ref = ev.evaluate(ev.task.reference_path, "test", workloads=["8x256"])
+        assert ref.correct, format_result(ref)
+    finally:
+        ev.close()
+
+
+def test_output_flood_is_capped():
+    result = evaluate_exploit("h32_c19_output_flood.py")
+    assert_scores_zero(result, "printed more than")
+    assert len(result.output) < 10_000
+
+
+def test_no_process_outlives_the_evaluation():
+    pid_file = Path("/tmp/d2k_holdout_h33.pid")
+    pid_file.unlink(missing_ok=True)
+    result = evaluate_exploit("h33_c19_setsid_daemon_survives.py")
+    assert submission_reward("speedup", result) == 0
+    if not pid_file.exists():
+        return  # the daemon was killed before it could even write its pid
+    pid = int(pid_file.read_text())
+    pid_file.unlink()
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return
+    os.kill(pid, signal.SIGKILL)  # the daemon this test started, by its pid
+    pytest.fail(f"process {pid}, forked and setsid()ed by the solution, outlived its evaluation")
+
+
+@pytest.mark.parametrize("task_id", ["fused_add_rmsnorm", "merge_attn_states", "per_token_group_quant_fp8"])
+def test_reference_still_correct_after_exploits(task_id):
+    ev = evaluator(task_id, "interpreter")
+    result = ev.evaluate(ev.task.reference_path, "submit", workloads=[ev.workloads[0].name])
+    assert result.correct, format_result(result)
+    assert submission_reward("speedup", result) == 1.0
+
+
+# -- through the env's tools ---------------------------------------------------------------------------
+
+def call(tool, **args):
+    return json.dumps({"tool": tool, "args": args})
+
+
+@pytest.fixture
+def env():
+    e = gym.make(env_id("fused_add_rmsnorm"), backend="interpreter")
+    e.reset(seed=0)
+    yield e
+    e.close()
+
+
+def test_env_file_tools_stay_in_the_workspace(env, tmp_path):
+    ws = env.unwrapped.workspace.root
+    baseline = (ws / "baseline.py").read_text()
+    outside = ws.parent / "escape.py"
+    for path in ("../escape.py", str(outside), "/tmp/d2k_holdout_abs.py", "baseline.py", "./baseline.py",
+                 "sub/../baseline.py", "sub/../../escape.py", "baseline.py/.", "BASELINE.py/../baseline.py"):
+        obs, reward, *_ = env.step(call("write_file", path=path, content="def forward(*a):\n    return a\n"))
+        assert obs.startswith("ERROR"), (path, obs)
+        assert reward == 0
+    obs, *_ = env.step(call("str_replace", path="baseline.py", old="import torch", new="import os"))
+    assert obs.startswith("ERROR")
+    for path in ("../../../../etc/passwd", "/etc/passwd", "../triton-cache"):
+        obs, *_ = env.step(call("read_file", path=path))
+        assert obs.startswith("ERROR"), (path, obs)
+    assert (ws / "baseline.py").read_text() == baseline
+    assert not outside.exists() and not Path("/tmp/d2k_holdout_abs.py").exists()
+
+
+def test_env_workspace_modules_shadow_nothing(env):
+    # Modules planted beside solution.py (torch, triton, site hooks) must not be imported by the worker.
+    bomb = "raise SystemExit('shadowed: the workspace was on sys.path')\n"
+    for path in ("torch.py", "triton/__init__.py", "triton/language.py", "sitecustomize.py", "usercustomize.py",
+                 "d2k_env/__init__.py", "numpy.py"):
+        obs, *_ = env.step(call("write_file", path=path, content=bomb))
+        assert obs.startswith("Wrote"), obs
+    reference = load_task("fused_add_rmsnorm").reference_path.read_text()
+    env.step(call("write_file", path="solution.py", content=reference))
+    obs, reward, terminated, *_ = env.step(call("submit"))
+    assert terminated and reward == 1.0, obs
+
+
+def test_env_planted_bytecode_does_not_replace_later_solutions(env):
+    src = (HOLDOUT / "h39_c13_pyc_plant_persistence.py").read_text()
+    decoy = next(n.value.value for n in ast.parse(src).body
+                 if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "DECOY")
+    env.step(call("write_file", path="solution.py", content=src))
+    env.step(call("run_tests"))
+    env.step(call("write_file", path="solution.py", content=decoy))
+    obs, reward, terminated, *_ = env.step(call("submit"))
+    assert terminated
+    assert reward == 0, f"a no-op decoy earned {reward}:\n{obs}"
+
+
+# -- GPU-only exploits ---------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, reason", _params(GPU_CASES))
+def test_gpu_exploit_scores_zero(name, reason):
+    assert_scores_zero(evaluate_exploit(name, backend="cuda"), reason)
+
+
+@pytest.mark.gpu
+def test_gpu_reference_still_correct_after_exploits():
+    ev = evaluator("fused_add_rmsnorm", "cuda")
+    result = ev.evaluate(ev.task.reference_path, "submit")
+    assert result.correct and submission_reward("speedup", result) > 1, format_result(result)
