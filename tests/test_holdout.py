@@ -24,7 +24,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-import d2k_env  # noqa: F401 - registers the environments
+import d2k_env  # registers the environments; d2k_env.evaluator.check_solution is bypassed below
 from d2k_env.evaluator import Evaluator, PhaseLimits
 from d2k_env.registration import env_id
 from d2k_env.reward import submission_reward
@@ -287,3 +287,25 @@ def test_gpu_reference_still_correct_after_exploits():
     ev = evaluator("fused_add_rmsnorm", "cuda")
     result = ev.evaluate(ev.task.reference_path, "submit")
     assert result.correct and submission_reward("speedup", result) > 1, format_result(result)
+
+
+# The GPU-only exploits again with the static policy bypassed: the runtime layer alone must score them 0.
+GPU_RUNTIME_CASES = {
+    "h02_c02_default_arg_replay.py": ("[late-corruption]", None),  # replay keyed by input pointers
+    "h14_c05_replace_time_pair.py": ("[tampering]", None),
+    "h34_c04_side_stream_gpu.py": ("[side-stream]", None),
+    "h35_c15_late_corruption_counter_gpu.py": ("[late-corruption]", None),
+    "h37_c17_cuda_graph_replay_gpu.py": (None, None),
+    "h38_c18_launch_bound_replay_gpu.py": ("[late-corruption]", None),
+    "h36_c16_persisting_l2_gpu.py": (None, gpu_hole(
+        "persisting-L2 state set through ctypes survives the write flush; only the policy (no ctypes) stops it")),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, reason", _params(GPU_RUNTIME_CASES))
+def test_gpu_exploit_scores_zero_behind_the_policy(name, reason, monkeypatch):
+    monkeypatch.setattr(d2k_env.evaluator, "check_solution", lambda *args, **kwargs: [])
+    result = evaluate_exploit(name, backend="cuda", mode="submit")
+    print(format_result(result, name))
+    assert_scores_zero(result, reason)

@@ -50,6 +50,9 @@ class LaunchCounter:
         self.guard = guard
         self.own_launches = 0
         self.own_names: set[str] = set()
+        # The one CUDA stream launches may use (None: unchecked). Work on a side stream escapes
+        # the timer's end event, which is recorded on this stream.
+        self.stream = None
 
     def install(self) -> None:
         from triton.runtime import interpreter, jit
@@ -70,6 +73,9 @@ class LaunchCounter:
             problem = launch_argument_problem(fn, args, kwargs)
             if problem:
                 raise TypeError(f"[launch-args] {problem}")
+            if counter.stream is not None and torch.cuda.current_stream() != counter.stream:
+                raise RuntimeError("[side-stream] a kernel was launched on another CUDA stream than the one "
+                                   "forward was called on: its work would escape the timer")
             if callable(kwargs.get("grid")):  # the grid function is host code: keep it guarded
                 kwargs["grid"] = counter._guarded(kwargs["grid"])
             counter.guard.paused += 1

@@ -33,7 +33,7 @@ class EvalRequest:
     ceilings: dict[str, float] | None = None
     role: Role = "solution"
     outputs_dir: str = ""
-    solution_source: str = ""  # the text the static policy checked: the worker runs exactly this
+    solution_source: str | None = None  # the text the policy checked, which the worker runs (None: the file)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

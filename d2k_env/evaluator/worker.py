@@ -127,6 +127,8 @@ class SolutionRun(Run):
             self.channel.phase("profile", self.workloads[0].name)
             self.result.profile = self.profile(forward, self.workloads[0])
             return self.result
+        if self.device.type == "cuda":
+            self.launches.stream = torch.cuda.current_stream()
         timed = self.req.mode in ("benchmark", "submit") and self.device.type == "cuda"
         if timed:
             self.channel.phase("ceilings")
@@ -250,9 +252,11 @@ class SolutionRun(Run):
             wr.correct = False
             wr.message = (f"[below-roofline] {wr.solution_ms:.4f} ms is under the roofline floor of this workload "
                           f"({wr.roofline_ms:.4f} ms): the work cannot have been done")
-        if w.launch_bound:
+        if w.launch_bound:  # graph capture runs on the harness's own side stream
+            stream, self.launches.stream = self.launches.stream, None
             wr.graph_baseline_ms = graph_time(self.baseline.forward, base_sets[0])
             wr.graph_solution_ms = graph_time(forward, cand_sets[0])
+            self.launches.stream = stream
 
     def kernel_times(self, forward, inputs: tuple, calls: int) -> list[dict]:
         from torch.autograd import DeviceType
