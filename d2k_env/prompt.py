@@ -45,6 +45,8 @@ def build_prompt(task: Task, layers: tuple[str, ...], baseline_source: str, back
         "outputs and query shapes. Do not modify the inputs.",
         "## Workloads (timed on the GPU)\n" + workload_table(task, task.workloads),
         "## Smoke workloads (checked on the CPU interpreter backend)\n" + workload_table(task, task.smoke_workloads),
+        *(["## Held-out shapes (checked on submit, never timed)\nforward must be correct for " + task.heldout_shapes
+           + ". A kernel that only works on the shapes above scores 0."] if task.heldout_shapes else []),
         f"This environment's backend: {backend}. "
         + ("Evaluations check correctness and time against the baseline on the GPU workloads."
            if backend == "cuda" else

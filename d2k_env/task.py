@@ -17,6 +17,12 @@ optionally ``IN_PLACE_INPUTS`` (indices of inputs the task updates in place),
 ``make_inputs(workload, gen, device) -> tuple`` (``gen`` is a ``torch.Generator`` or ``None`` on
 the ``meta`` device), ``roofline(workload) -> Roofline``, and optionally
 ``check(outputs, expected, inputs) -> CheckResult`` replacing :func:`d2k_env.evaluator.checking.allclose_check`.
+
+Optionally, held-out shapes (THREATS class 12, shape specialisation): ``HELDOUT_SHAPES``, a
+sentence stating the shape family the prompt promises, and ``heldout_workloads(rng, smoke) ->
+list[Workload]``, shapes of that family drawn from ``rng`` (a ``random.Random`` seeded from the
+submission's secret seed; ``smoke`` asks for sizes the CPU interpreter runs quickly). ``submit``
+checks them too, untimed: a kernel that only works on the published shapes scores 0.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -52,6 +59,7 @@ class Workload:
     name: str
     params: dict[str, Any]
     launch_bound: bool = False
+    heldout: bool = False  # drawn from the secret seed on submit; checked, never timed
 
     def __getitem__(self, key: str) -> Any:
         return self.params[key]
@@ -146,6 +154,18 @@ class Task:
                 return w
         names = ", ".join(w.name for w in pool)
         raise KeyError(f"task {self.id!r} has no workload {name!r}; workloads: {names}")
+
+    @property
+    def heldout_shapes(self) -> str | None:
+        return getattr(self.spec, "HELDOUT_SHAPES", None)
+
+    def heldout_workloads(self, seed: int, smoke: bool) -> list[Workload]:
+        """The task's held-out shapes for a submission with secret ``seed`` (none if it has none)."""
+        draw = getattr(self.spec, "heldout_workloads", None)
+        if draw is None:
+            return []
+        drawn = draw(random.Random(seed), smoke)
+        return [Workload(f"held-out {w.name}", dict(w.params), heldout=True) for w in drawn]
 
     def make_inputs(self, workload: Workload, gen: Any, device: Any) -> tuple:
         return tuple(self.spec.make_inputs(workload, gen, device))

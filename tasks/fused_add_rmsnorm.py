@@ -33,8 +33,6 @@ SMOKE_WORKLOADS = [
     Workload("3x1000", {"M": 3, "N": 1000}),
 ]
 ALLOWED_TORCH = ["empty", "empty_like", "empty_strided", "zeros", "zeros_like"]
-
-
 def make_inputs(w, gen, device):
     M, N = w["M"], w["N"]
     # Per-row scales spanning two orders of magnitude so normalisation really matters.
@@ -49,3 +47,16 @@ def roofline(w):
     M, N = w["M"], w["N"]
     # Read x and residual, write y and the new residual (bf16), read the weight once.
     return Roofline(bytes=8 * M * N + 2 * N, flops=5 * M * N)
+
+
+HELDOUT_SHAPES = ("any M >= 1 and N >= 1; submit also checks two held-out shapes drawn at random: on the GPU "
+                  "M from 1 to 3000 and N a multiple of 8 up to 16384, on the interpreter small M and N")
+
+
+def heldout_workloads(rng, smoke):
+    """Two shapes of the family: a width that is a multiple of 64, and one that need not be."""
+    if smoke:
+        shapes = [(rng.randint(1, 6), 64 * rng.randint(1, 8)), (rng.randint(1, 6), rng.randint(9, 700))]
+    else:
+        shapes = [(rng.randint(1, 3000), 64 * rng.randint(2, 256)), (rng.randint(1, 3000), 8 * rng.randint(16, 2048))]
+    return [Workload(f"{m}x{n}", {"M": m, "N": n}) for m, n in shapes]

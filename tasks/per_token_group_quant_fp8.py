@@ -76,3 +76,14 @@ def check(outputs, expected, inputs):
         return CheckResult(False, f"q: {n} of {q.numel()} values more than one fp8 step off "
                                   f"(max abs error {err.max().item():.3g})", err.max().item(), rel)
     return CheckResult(True, "q within one fp8 step everywhere; scales match", err.max().item(), rel)
+
+
+HELDOUT_SHAPES = (f"any M >= 1 and K a multiple of {GROUP}; submit also checks two held-out shapes drawn at random: "
+                  "on the GPU M from 1 to 4096 and K up to 16384, on the interpreter small M and K")
+
+
+def heldout_workloads(rng, smoke):
+    """Two shapes of the family."""
+    m_max, groups_max = (8, 5) if smoke else (4096, 128)
+    shapes = [(rng.randint(1, m_max), GROUP * rng.randint(1, groups_max)) for _ in range(2)]
+    return [Workload(f"{m}x{k}", {"M": m, "K": k}) for m, k in shapes]

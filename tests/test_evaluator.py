@@ -6,7 +6,10 @@ import pytest
 
 from d2k_env.evaluator import Evaluator, PhaseLimits
 from d2k_env.evaluator.checking import allclose_check, check_contract
+from d2k_env.evaluator.protocol import derive_seed
+from d2k_env.reward import submission_reward
 from d2k_env.task import load_task
+from d2k_env.verdict import format_result
 
 # A policy-abiding preamble: a copy kernel that forward bodies below launch as copy(src, dst).
 HEADER = textwrap.dedent("""
@@ -121,3 +124,41 @@ def test_allclose_check_rejects_nan_and_reports_the_first_bad_element():
     out[0, 0] = float("nan")
     assert "NaN" in allclose_check((out,), (ref,), ["y"]).message
     assert check_contract((ref,), (ref,), ["y"]) is None
+
+
+def test_heldout_shapes_come_from_the_secret_seed_and_only_on_submit(rmsnorm_task):
+    first = rmsnorm_task.heldout_workloads(1, smoke=True)
+    assert first == rmsnorm_task.heldout_workloads(1, smoke=True) != rmsnorm_task.heldout_workloads(2, smoke=True)
+    assert all(w.heldout and w.name.startswith("held-out ") for w in first)
+    published = {tuple(w.params.items()) for w in rmsnorm_task.workloads + rmsnorm_task.smoke_workloads}
+    draws = [w for seed in range(20) for w in rmsnorm_task.heldout_workloads(seed, smoke=False)]
+    assert len({tuple(w.params.items()) for w in draws} - published) >= 35  # nearly always new shapes
+    ev = Evaluator(rmsnorm_task, "interpreter")
+    tested = ev.evaluate(rmsnorm_task.reference_path, "test", seed=5)
+    submitted = ev.evaluate(rmsnorm_task.reference_path, "submit", seed=5)
+    ev.close()
+    assert not any(w.name.startswith("held-out") for w in tested.workloads)
+    held = [w for w in submitted.workloads if w.name.startswith("held-out")]
+    assert [w.name for w in held] == [w.name for w in rmsnorm_task.heldout_workloads(derive_seed(5, "heldout"), True)]
+    assert submitted.correct and all(w.correct and w.speedup is None for w in held)
+
+
+def test_a_shape_specialised_kernel_passes_the_tests_but_scores_zero_on_submit(rmsnorm_task, tmp_path):
+    # Right only for the published shapes: any other width skips the weight.
+    reference = rmsnorm_task.reference_path.read_text()
+    published = sorted({w["N"] for w in rmsnorm_task.workloads + rmsnorm_task.smoke_workloads})
+    solution = tmp_path / "solution.py"
+    solution.write_text(reference.replace(
+        "    _rmsnorm_two_pass[(M,)](x, residual, weight, y, residual_out, EPS, N=N, CHUNK=chunk, num_warps=num_warps)",
+        f"    w = weight if N in {published} else residual_out\n"
+        "    _rmsnorm_two_pass[(M,)](x, residual, w, y, residual_out, EPS, N=N, CHUNK=chunk, num_warps=num_warps)"))
+    ev = Evaluator(rmsnorm_task, "interpreter")
+    seed = 11  # its held-out widths are not published ones
+    assert not {w["N"] for w in rmsnorm_task.heldout_workloads(derive_seed(seed, "heldout"), True)} & set(published)
+    tested = ev.evaluate(solution, "test", seed=seed)
+    submitted = ev.evaluate(solution, "submit", seed=seed)
+    ev.close()
+    assert tested.correct, format_result(tested)
+    assert submission_reward("speedup", submitted) == 0
+    failing = [w.name for w in submitted.workloads if not w.correct]
+    assert failing and all(name.startswith("held-out") for name in failing), format_result(submitted)

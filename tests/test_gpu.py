@@ -101,3 +101,15 @@ def test_unchanged_code_is_not_recompiled(tmp_path):
     assert ev.evaluate(task.reference_path, "test").correct
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()) == first
     ev.close()
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_reference_is_right_on_heldout_shapes_on_the_gpu(task_id):
+    task = load_task(task_id)
+    ev = Evaluator(task, "cuda")
+    smallest = min(task.workloads, key=lambda w: task.roofline(w).bytes).name
+    for seed in (1, 2, 3):
+        result = ev.evaluate(task.reference_path, "submit", [smallest], seed=seed)
+        held = [w for w in result.workloads if w.name.startswith("held-out")]
+        assert result.correct and len(held) == 2, format_result(result)
+    ev.close()

@@ -8,7 +8,7 @@ import torch
 
 from conftest import TASK_IDS
 from d2k_env.evaluator import Evaluator
-from d2k_env.prompt import describe_inputs
+from d2k_env.prompt import build_prompt, describe_inputs
 from d2k_env.task import GUIDANCE_LAYERS, load_task
 
 SOLUTIONS = Path(__file__).parent / "solutions"
@@ -69,3 +69,16 @@ def test_wrong_fixtures_fail_with_a_named_workload(fixture):
     assert result.error is None and not result.correct
     failing = [w for w in result.workloads if not w.correct]
     assert failing and all(w.message for w in failing)
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_reference_is_right_on_heldout_shapes_and_the_prompt_states_their_family(task_id):
+    task = load_task(task_id)
+    assert task.heldout_shapes and task.heldout_shapes in build_prompt(task, (), "", "interpreter", 350, "")
+    ev = Evaluator(task, "interpreter")
+    smallest = min(task.smoke_workloads, key=lambda w: task.roofline(w).bytes).name
+    for seed in (101, 202):
+        result = ev.evaluate(task.reference_path, "submit", [smallest], seed=seed)
+        held = [w for w in result.workloads if w.name.startswith("held-out")]
+        assert result.correct and len(held) == 2, [(w.name, w.message) for w in result.workloads]
+    ev.close()

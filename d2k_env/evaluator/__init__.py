@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult
+from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult, derive_seed
 from d2k_env.evaluator.policy import check_solution
 from d2k_env.evaluator.sandbox import PhaseLimits, run_worker
 from d2k_env.task import GUIDANCE_LAYERS, Task
@@ -75,19 +75,26 @@ class Evaluator:
                                                         + "\n".join(map(str, violations)))
         # Each worker reads the task from a fresh private copy; the check process's copy is made
         # after the solution process has exited, so nothing the solution did can touch it.
+        seed = secrets.randbits(63) if seed is None else seed
+        # A submission is also checked on held-out shapes of the task's family, drawn from its secret seed.
+        heldout = [{"name": w.name, "params": w.params} for w in
+                   self.task.heldout_workloads(derive_seed(seed, "heldout"), smoke=not self.can_time)
+                   ] if mode == "submit" else []
         with tempfile.TemporaryDirectory(prefix="d2k-eval-") as private:
             outputs_dir = Path(private) / "outputs"
             outputs_dir.mkdir()
             req = EvalRequest(task_id=self.task.id, root=str(snapshot_task(self.task, Path(private) / "run")),
                               solution_path=str(solution_path), solution_source=source,
                               mode=mode, device="cuda" if self.can_time else "cpu", workloads=names,
-                              smoke=not self.can_time, seed=secrets.randbits(63) if seed is None else seed,
-                              time_budget_s=self.time_budget_s, ceilings=self.ceilings, outputs_dir=str(outputs_dir))
+                              smoke=not self.can_time, seed=seed, time_budget_s=self.time_budget_s,
+                              ceilings=self.ceilings, outputs_dir=str(outputs_dir), heldout=heldout)
             result = self._run(req)
             if result.error is None and mode != "profile" and any(w.correct for w in result.workloads):
-                passed = [w.name for w in result.workloads if w.correct]
+                passed = {w.name for w in result.workloads if w.correct}
                 check_root = snapshot_task(self.task, Path(private) / "check")
-                check = self._run(dataclasses.replace(req, role="check", workloads=passed, root=str(check_root)))
+                check = self._run(dataclasses.replace(
+                    req, role="check", root=str(check_root), workloads=[n for n in names if n in passed],
+                    heldout=[w for w in heldout if w["name"] in passed]))
                 result = merge_check(result, check)
         if result.ceilings and self.ceilings is None:
             self.ceilings = result.ceilings
@@ -133,6 +140,8 @@ def merge_check(result: EvalResult, check: EvalResult) -> EvalResult:
     verdicts = {w.name: w for w in check.workloads}
     for w in result.workloads:
         v = verdicts.get(w.name)
-        if w.correct and v is not None:
+        if w.correct and v is None:  # only the check process can say a workload is correct
+            w.correct, w.message = False, "not verified: the check process returned no verdict for it"
+        elif w.correct:
             w.correct, w.message, w.max_abs_err, w.max_rel_err = v.correct, v.message, v.max_abs_err, v.max_rel_err
     return result

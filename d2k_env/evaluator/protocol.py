@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -34,6 +35,7 @@ class EvalRequest:
     role: Role = "solution"
     outputs_dir: str = ""
     solution_source: str | None = None  # the text the policy checked, which the worker runs (None: the file)
+    heldout: list[dict] = field(default_factory=list)  # held-out shapes: name and params, untimed
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -41,6 +43,12 @@ class EvalRequest:
     @classmethod
     def from_json(cls, text: str) -> "EvalRequest":
         return cls(**json.loads(text))
+
+
+def derive_seed(secret: int, *parts: object) -> int:
+    """A 63-bit seed from the secret and a purpose (workload, role, index; held-out shapes)."""
+    text = ":".join(str(p) for p in (secret, *parts))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
 @dataclass

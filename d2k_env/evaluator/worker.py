@@ -29,7 +29,7 @@ import torch
 
 from d2k_env.evaluator.checking import as_tuple, verdict_for
 from d2k_env.evaluator.guards import LaunchCounter, TorchWorkGuard, harness_fingerprint, output_problems
-from d2k_env.evaluator.protocol import EvalRequest, EvalResult, WorkloadResult
+from d2k_env.evaluator.protocol import EvalRequest, EvalResult, WorkloadResult, derive_seed
 from d2k_env.task import Task, Workload, load_task
 
 TIMED_SETS = 3
@@ -40,12 +40,6 @@ MIN_OWN_KERNEL_SHARE = 0.75
 # A time below the roofline floor is impossible; the floor comes from ceilings measured on the
 # machine (best of 20), whose noise is a few percent, so only times 10% under it are rejected.
 ROOFLINE_SLACK = 0.10
-
-
-def derive_seed(secret: int, *parts: object) -> int:
-    """A 63-bit seed from the secret and the purpose of the inputs (workload, role, index)."""
-    text = ":".join(str(p) for p in (secret, *parts))
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
 def load_module(path: str, name: str, source: str | None = None) -> ModuleType:
@@ -99,7 +93,8 @@ class Run:
                                            "python": sys.version.split()[0]})
         if self.device.type == "cuda":
             self.result.device_name = torch.cuda.get_device_name(self.device)
-        self.workloads = [self.task.workload(n, smoke=req.smoke) for n in req.workloads]
+        self.workloads = [self.task.workload(n, smoke=req.smoke) for n in req.workloads] + \
+            [Workload(w["name"], w["params"], heldout=True) for w in req.heldout]
 
     def inputs(self, w: Workload, *role: object) -> tuple:
         gen = torch.Generator(device=self.device)
@@ -140,7 +135,7 @@ class SolutionRun(Run):
                 continue
             self.channel.phase("check", w.name)
             wr = self.run_check_inputs(forward, w)
-            if wr.correct and timed:
+            if wr.correct and timed and not w.heldout:
                 self.channel.phase("time", w.name)
                 self.time(forward, w, wr)
             self.result.workloads.append(wr)
