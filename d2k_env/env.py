@@ -239,7 +239,12 @@ class KernelEnv(gym.Env):
             raise WorkspaceError(f"unknown workload(s) {unknown}; this backend evaluates {sorted(names)}")
         if seed is None:
             seed = int(self.np_random.integers(0, 2**63 - 1))
-        result = self._evaluator.evaluate(self.workspace.root / "solution.py", mode, workloads, seed)
+        try:
+            result = self._evaluator.evaluate(self.workspace.root / "solution.py", mode, workloads, seed)
+        except Exception as exc:  # noqa: BLE001 - a harness failure must not escape step(); it scores 0
+            result = EvalResult(mode, self._evaluator.backend,
+                                error=f"the evaluation itself failed ({type(exc).__name__}: {exc}); nothing "
+                                      "counts from it. This is a harness error: please report it.")
         self._ceilings = self._evaluator.ceilings
         return result
 

@@ -189,7 +189,9 @@ def _policy_report(policy: str, trajectories: list[Trajectory], ref: dict[str, f
              for (task, condition), ts in sorted(groups.items(), key=lambda kv: (kv[0][0], _condition_order(kv[0][1])))]
     cells = [c for c in cells if c.episodes or c.failed]
     conditions = sorted({c.condition for c in cells}, key=_condition_order)
-    summaries = [_condition_summary(cond, [c for c in cells if c.condition == cond and c.episodes]) for cond in conditions]
+    # A condition whose episodes all failed has no summary (its failures are listed below the table).
+    finished = {cond: [c for c in cells if c.condition == cond and c.episodes] for cond in conditions}
+    summaries = [_condition_summary(cond, finished[cond]) for cond in conditions if finished[cond]]
     present = [c for c in STACKING if any(s.condition == c and s.episodes for s in summaries)]
     overall = _uplift(cells, "none", "L1+L2+L3") if {"none", "L1+L2+L3"} <= set(present) else None
     per_layer = [_uplift(cells, a, b) for a, b in zip(STACKING, STACKING[1:]) if a in present and b in present]

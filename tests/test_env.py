@@ -208,3 +208,17 @@ def test_a_smaller_budget_is_stated_in_the_prompt_and_truncates():
     assert d2k_env.env.replay(unwrapped.state()).max_steps == 2
     unwrapped.close()
     env.close()
+
+
+def test_a_harness_failure_during_an_evaluation_is_a_step_not_an_exception(monkeypatch):
+    from d2k_env.evaluator import Evaluator
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("simulated harness bug")
+
+    env = gym.make(d2k_env.env_id("fused_add_rmsnorm"), backend="interpreter")
+    env.reset(seed=0)
+    monkeypatch.setattr(Evaluator, "evaluate", broken)
+    obs, reward, terminated, truncated, info = env.step(call("submit"))
+    assert terminated and reward == 0.0 and "harness error" in obs and "simulated harness bug" in obs
+    env.close()

@@ -145,3 +145,12 @@ def test_report_on_bad_input_is_a_clear_error(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "line 2 is not JSON" in error()
     assert not (tmp_path / "report.md").exists()
+
+
+def test_a_condition_whose_episodes_all_failed_has_no_summary_but_is_listed(tmp_path):
+    episodes_dir(tmp_path).mkdir(parents=True)
+    write_episode(tmp_path, EpisodeKey("model-b", "fused_add_rmsnorm", "none", 0), [2, 2])
+    write_episode(tmp_path, EpisodeKey("model-b", "fused_add_rmsnorm", "L1+L2+L3", 0), None, status="failed")
+    report = build_report(tmp_path).policies[0]
+    assert [s.condition for s in report.conditions] == ["none"]
+    assert [f["condition"] for f in report.failed] == ["L1+L2+L3"] and report.overall is None

@@ -1,6 +1,7 @@
 """What the evaluation child can and cannot see: environment, arguments, network, packages; and
 that no process it starts outlives the evaluation."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -271,3 +272,27 @@ def test_a_stopped_supervisor_neither_hangs_the_env_nor_lets_the_strays_escape(t
         assert took < 30, took
     finally:
         _cleanup(procs)
+
+
+FORGER = textwrap.dedent("""
+    import os, sys
+
+    # Behind a bypassed policy: write on the result channel as the harness would, but without its nonce.
+    os.write(int(sys.argv[1]), @LINE@)
+
+    def forward(x, r, w):
+        raise RuntimeError("never called")
+""")
+
+
+@pytest.mark.parametrize("line", [
+    b'{"result": {"mode": "test", "backend": "interpreter", "workloads": [], "error": null}}\n',
+    b'{"phase": "load"}\n',  # a phase change would restart the phase's time limit
+    b"\xff\xfe not UTF-8\n",
+], ids=["result", "phase", "not-utf8"])
+def test_a_message_without_the_harness_nonce_ends_the_evaluation(tmp_path, line):
+    path = tmp_path / "solution.py"
+    path.write_text(FORGER.replace("@LINE@", repr(line)))
+    req = dataclasses.replace(_request(path, tmp_path), nonce="the-harness-secret")
+    outcome = run_worker(req, limits=PhaseLimits(default=60), triton_cache=tmp_path / "cache", interpret=True)
+    assert outcome.result is None and outcome.stopped and "[forged-result]" in outcome.stopped, outcome

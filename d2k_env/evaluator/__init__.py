@@ -87,13 +87,15 @@ class Evaluator:
                               solution_path=str(solution_path), solution_source=source,
                               mode=mode, device="cuda" if self.can_time else "cpu", workloads=names,
                               smoke=not self.can_time, seed=seed, time_budget_s=self.time_budget_s,
-                              ceilings=self.ceilings, outputs_dir=str(outputs_dir), heldout=heldout)
+                              ceilings=self.ceilings, outputs_dir=str(outputs_dir), heldout=heldout,
+                              nonce=secrets.token_hex(16))
             result = self._run(req)
             if result.error is None and mode != "profile" and any(w.correct for w in result.workloads):
                 passed = {w.name for w in result.workloads if w.correct}
                 check_root = snapshot_task(self.task, Path(private) / "check")
                 check = self._run(dataclasses.replace(
-                    req, role="check", root=str(check_root), workloads=[n for n in names if n in passed],
+                    req, role="check", root=str(check_root), nonce=secrets.token_hex(16),
+                    workloads=[n for n in names if n in passed],
                     heldout=[w for w in heldout if w["name"] in passed]))
                 result = merge_check(result, check)
         if result.ceilings and self.ceilings is None:
@@ -108,13 +110,25 @@ class Evaluator:
                    f"{who} process died (exit status {outcome.returncode}) before reporting")
             result = EvalResult(req.mode, self.backend, error=why)
         else:
-            result = EvalResult.from_dict(outcome.result)
+            result = self._read_result(req, outcome.result)
             if not (req.mode in ("benchmark", "submit") and self.can_time):
                 # Timings can only come from a timed run: whatever else reached the channel is void.
                 result.timed = False
                 for w in result.workloads:
                     w.speedup = w.speedup_ci = w.solution_ms = w.baseline_ms = None
         result.output = outcome.output
+        return result
+
+    def _read_result(self, req: EvalRequest, data: dict) -> EvalResult:
+        """The worker's result, if it is well-formed and covers exactly the workloads asked for."""
+        try:
+            result = EvalResult.from_dict(data)
+        except (TypeError, KeyError, ValueError, AttributeError) as exc:
+            return EvalResult(req.mode, self.backend, error=f"[forged-result] a malformed result ({exc!r})")
+        asked = req.workloads + [w["name"] for w in req.heldout]
+        if result.error is None and req.mode != "profile" and [w.name for w in result.workloads] != asked:
+            return EvalResult(req.mode, self.backend,
+                              error="[forged-result] the result does not cover exactly the workloads asked for")
         return result
 
     def close(self) -> None:

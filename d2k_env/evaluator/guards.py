@@ -55,10 +55,30 @@ class LaunchCounter:
         self.stream = None
 
     def install(self) -> None:
-        from triton.runtime import interpreter, jit
+        from triton.runtime import autotuner, interpreter, jit
 
         for cls in (jit.JITFunction, interpreter.InterpretedFunction):
             cls.run = self._wrap(cls.run)
+        autotuner.Autotuner._bench = self._wrap_autotune_bench(autotuner.Autotuner._bench)
+
+    def _wrap_autotune_bench(self, bench):
+        """Triton's autotuner benchmarks configs inside forward with torch ops of its own (an L2
+        flush, resets of the tensors named in reset_to_zero): pause the guard for that, and refuse
+        the solution's own hooks, which would run there unguarded."""
+        guard = self.guard
+
+        def guarded_bench(tuner, *args, config, **meta):
+            if (config.pre_hook or tuner.user_defined_pre_hook or tuner.user_defined_post_hook
+                    or tuner._do_bench is not None):
+                raise TypeError("[launch-args] autotune pre_hook, post_hook and do_bench are host code the "
+                                "guards cannot see; reset_to_zero and restore_value are allowed")
+            guard.paused += 1
+            try:
+                return bench(tuner, *args, config=config, **meta)
+            finally:
+                guard.paused -= 1
+
+        return guarded_bench
 
     def _wrap(self, run):
         counter = self
@@ -117,6 +137,8 @@ def _triton_kinds() -> tuple[type, ...]:
 def _plain(value, tensors_allowed: bool) -> bool:
     if type(value) in PLAIN_ARGUMENT_TYPES or (tensors_allowed and type(value) is torch.Tensor):
         return True
+    if type(value) is tuple:  # tuples of plain values (shapes, tuples of pointers)
+        return all(_plain(v, tensors_allowed) for v in value)
     import triton.language as tl
     if isinstance(value, tl.constexpr):
         return type(value) is tl.constexpr and _plain(value.value, False)

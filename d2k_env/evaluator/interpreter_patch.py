@@ -25,6 +25,11 @@ what the GPU does for bf16 elementwise ops: fp32 math, then a round (fp32 is wid
 equals a correctly rounded bf16 op for + - *). fp8e4b15 has no torch dtype and is left alone; it
 is deprecated in Triton anyway.
 
+One more fix is for safety, not numerics: the interpreter re-reads a kernel's source and starts it
+at the *last* line that begins with ``def ``, so a ``def`` line inside the kernel's docstring
+became the code that ran (code the static policy only saw as a string). ``apply()`` makes it find
+the real ``def`` through the syntax tree.
+
 The patch changes the interpreter for the whole process, so only call ``apply()`` in processes
 that run kernels with ``TRITON_INTERPRET=1``.
 """
@@ -186,6 +191,18 @@ def _patch_index(stock_patch_lang_tensor):
     return patch_lang_tensor
 
 
+def _find_real_def(rewriter, lines: list[str]) -> int:
+    """Line (1-based, within ``lines``) of the function's own ``def``, read off the syntax tree."""
+    import ast
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == rewriter.fn.__name__:
+            return node.lineno
+    raise SyntaxError(f"no definition of {rewriter.fn.__name__} in its own source")
+
+
 def apply() -> None:
     """Patch triton.runtime.interpreter in place (idempotent)."""
     if getattr(Builder, "_d2k_bf16_fp8_patched", False):
@@ -199,4 +216,5 @@ def apply() -> None:
     interpreter.ReduceScanOpInterface.apply = _patch_reduce_scan(interpreter.ReduceScanOpInterface.apply)
     interpreter._patch_lang_core = _patch_to_ir(interpreter._patch_lang_core)
     interpreter._patch_lang_tensor = _patch_index(interpreter._patch_lang_tensor)
+    interpreter.FunctionRewriter._find_def = _find_real_def
     Builder._d2k_bf16_fp8_patched = True

@@ -36,6 +36,7 @@ class EvalRequest:
     outputs_dir: str = ""
     solution_source: str | None = None  # the text the policy checked, which the worker runs (None: the file)
     heldout: list[dict] = field(default_factory=list)  # held-out shapes: name and params, untimed
+    nonce: str = ""  # secret like the seed: every message on the result channel must carry it
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

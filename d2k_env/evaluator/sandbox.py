@@ -158,14 +158,18 @@ def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, int
                 proc.stdin.close()
             except BrokenPipeError:
                 pass
-            result, stopped = _follow(channel, limits, output)
+            result, stopped = _follow(channel, limits, output, req.nonce)
         finally:
             returncode, strays = _take_down(proc, status_read)
         return WorkerOutcome(result, output.text(), returncode, stopped, strays)
 
 
-def _follow(channel, limits: PhaseLimits, output: OutputTail) -> tuple[dict | None, str | None]:
-    """Read the channel until the result arrives, the child exits, or it breaks a limit."""
+def _follow(channel, limits: PhaseLimits, output: OutputTail, nonce: str) -> tuple[dict | None, str | None]:
+    """Read the channel until the result arrives, the child exits, or it breaks a limit.
+
+    Only the harness knows ``nonce``: a message without it, or a second result, was written by the
+    solution (a forged result, or phase changes that would stretch its time limits) and ends it.
+    """
     phase, workload, started = "start", "", time.monotonic()
     buffer, result = b"", None
     with channel:
@@ -186,11 +190,13 @@ def _follow(channel, limits: PhaseLimits, output: OutputTail) -> tuple[dict | No
             for line in lines:
                 try:
                     msg = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if not isinstance(msg, dict):
-                    continue
+                except ValueError:  # not JSON, or not UTF-8
+                    msg = None
+                if not isinstance(msg, dict) or msg.get("nonce") != nonce:
+                    return None, "[forged-result] the result channel carried a message the harness did not send"
                 if "result" in msg:
+                    if result is not None:
+                        return None, "[forged-result] the result channel carried a second result"
                     result = msg["result"]
                 elif "phase" in msg:
                     phase, workload, started = str(msg["phase"]), str(msg.get("workload", "")), time.monotonic()

@@ -70,15 +70,16 @@ def outputs_file(req: EvalRequest, workload: str, kind: str) -> Path:
 class Channel:
     """JSON lines to the parent: phase changes (for per-phase time limits), then the result."""
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int, nonce: str):
         self.f = os.fdopen(fd, "w")
+        self.nonce = nonce
 
     def phase(self, phase: str, workload: str = "") -> None:
-        self.f.write(json.dumps({"phase": phase, "workload": workload}) + "\n")
+        self.f.write(json.dumps({"phase": phase, "workload": workload, "nonce": self.nonce}) + "\n")
         self.f.flush()
 
     def result(self, result: dict) -> None:
-        self.f.write(json.dumps({"result": result}) + "\n")
+        self.f.write(json.dumps({"result": result, "nonce": self.nonce}) + "\n")
         self.f.close()
 
 
@@ -319,8 +320,8 @@ def _measure_ceilings(device: torch.device) -> dict[str, float]:
 
 
 def main() -> None:
-    channel = Channel(int(sys.argv[1]))
     req = EvalRequest.from_json(sys.stdin.read())
+    channel = Channel(int(sys.argv[1]), req.nonce)
     if req.device == "cpu":
         from d2k_env.evaluator import interpreter_patch
         interpreter_patch.apply()
