@@ -30,16 +30,10 @@ from d2k_env.registration import env_id
 from d2k_env.reward import submission_reward
 from d2k_env.task import load_task
 from d2k_env.verdict import format_result
+from exploits import assert_scores_zero, close_evaluators, evaluate_file, evaluator, params
 
 HOLDOUT = Path(__file__).resolve().parent / "holdout"
 
-# Reasons a failing verdict may give: the harness's bracketed rules, or a stated failure.
-REASONS = ("[policy]", "[forbidden-import]", "[introspection]", "[torch-work]", "[no-kernel]", "[try-except]",
-           "[hidden-state]", "[tampering]", "[unbound-name]", "[class-definition]", "[module-rebinding]",
-           "[triton-internals]", "[output-type]", "[aliasing]", "[input-mutation]", "[degenerate]",
-           "[late-corruption]", "[below-roofline]", "[profiler-coverage]", "outside atol", "contains NaN",
-           "scales differ", "fp8 step", "infinities differ", "has dtype", "has shape", "killed", "died",
-           "failed to load", "raised", "printed more than")
 
 
 def hole(reason: str, strict: bool = True):
@@ -104,53 +98,10 @@ GPU_CASES = {
 }
 
 
-def _task_of(path: Path) -> str:
-    doc = ast.get_docstring(ast.parse(path.read_text()))
-    for task_id in ("fused_add_rmsnorm", "merge_attn_states", "per_token_group_quant_fp8"):
-        if f"Task: {task_id}" in doc:
-            return task_id
-    raise AssertionError(f"{path.name}: its docstring names no task")
-
-
-_EVALUATORS: dict[tuple[str, str], Evaluator] = {}
-
-
-def evaluator(task_id: str, backend: str) -> Evaluator:
-    key = (task_id, backend)
-    if key not in _EVALUATORS:
-        _EVALUATORS[key] = Evaluator(load_task(task_id), backend)
-    return _EVALUATORS[key]
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _close_evaluators():
     yield
-    for ev in _EVALUATORS.values():
-        ev.close()
-    _EVALUATORS.clear()
-
-
-def evaluate_exploit(name: str, backend: str = "interpreter", mode: str = "submit", **kwargs):
-    path = HOLDOUT / name
-    task_id = _task_of(path)
-    ev = evaluator(task_id, backend)
-    workloads = [ev.workloads[0].name] if backend == "interpreter" else None
-    return ev.evaluate(path, mode, workloads=workloads, **kwargs)
-
-
-def assert_scores_zero(result, expected_reason: str | None) -> None:
-    text = format_result(result)
-    assert submission_reward("speedup", result) == 0, f"exploit earned a reward:\n{text}"
-    assert not result.correct, text
-    if expected_reason is None:
-        assert any(r in text for r in REASONS), f"verdict gives no reason:\n{text}"
-    else:
-        assert expected_reason in text, f"verdict lacks {expected_reason!r}:\n{text}"
-
-
-def _params(cases: dict) -> list:
-    return [pytest.param(name, reason, id=name[:-3], marks=[mark] if mark else [])
-            for name, (reason, mark) in cases.items()]
+    close_evaluators()
 
 
 def test_every_holdout_file_is_covered():
@@ -161,14 +112,14 @@ def test_every_holdout_file_is_covered():
     assert files == covered
 
 
-@pytest.mark.parametrize("name, reason", _params(CPU_CASES))
+@pytest.mark.parametrize("name, reason", params(CPU_CASES))
 def test_cpu_exploit_scores_zero(name, reason):
-    assert_scores_zero(evaluate_exploit(name), reason)
+    assert_scores_zero(evaluate_file(HOLDOUT / name), reason)
 
 
 def test_secret_seed_does_not_leak():
     secret = 0x5EC12E7_0DDBA11
-    result = evaluate_exploit("h26_c11_leak_secret_seed.py", mode="test", seed=secret)
+    result = evaluate_file(HOLDOUT / "h26_c11_leak_secret_seed.py", mode="test", seed=secret)
     assert str(secret) not in result.output, "the solution read the secret seed and printed it"
 
 
@@ -187,7 +138,7 @@ def test_hang_is_killed_and_env_survives():
 
 
 def test_output_flood_is_capped():
-    result = evaluate_exploit("h32_c19_output_flood.py")
+    result = evaluate_file(HOLDOUT / "h32_c19_output_flood.py")
     assert_scores_zero(result, "printed more than")
     assert len(result.output) < 10_000
 
@@ -195,7 +146,7 @@ def test_output_flood_is_capped():
 def test_no_process_outlives_the_evaluation():
     pid_file = Path("/tmp/d2k_holdout_h33.pid")
     pid_file.unlink(missing_ok=True)
-    result = evaluate_exploit("h33_c19_setsid_daemon_survives.py")
+    result = evaluate_file(HOLDOUT / "h33_c19_setsid_daemon_survives.py")
     assert submission_reward("speedup", result) == 0
     if not pid_file.exists():
         return  # the daemon was killed before it could even write its pid
@@ -277,9 +228,9 @@ def test_env_planted_bytecode_does_not_replace_later_solutions(env):
 # -- GPU-only exploits ---------------------------------------------------------------------------------
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name, reason", _params(GPU_CASES))
+@pytest.mark.parametrize("name, reason", params(GPU_CASES))
 def test_gpu_exploit_scores_zero(name, reason):
-    assert_scores_zero(evaluate_exploit(name, backend="cuda"), reason)
+    assert_scores_zero(evaluate_file(HOLDOUT / name, backend="cuda"), reason)
 
 
 @pytest.mark.gpu
@@ -303,9 +254,9 @@ GPU_RUNTIME_CASES = {
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name, reason", _params(GPU_RUNTIME_CASES))
+@pytest.mark.parametrize("name, reason", params(GPU_RUNTIME_CASES))
 def test_gpu_exploit_scores_zero_behind_the_policy(name, reason, monkeypatch):
     monkeypatch.setattr(d2k_env.evaluator, "check_solution", lambda *args, **kwargs: [])
-    result = evaluate_exploit(name, backend="cuda", mode="submit")
+    result = evaluate_file(HOLDOUT / name, backend="cuda", mode="submit")
     print(format_result(result, name))
     assert_scores_zero(result, reason)

@@ -190,3 +190,106 @@ HONEST_FILES = sorted([*ROOT.glob("references/*.py"), *ROOT.glob("tests/solution
 def test_honest_files_have_no_violations(path):
     task_id = next(t for t in TASK_IDS if t in path.name)
     assert check_solution(path.read_text(), load_task(task_id).allowed_torch) == []
+
+
+# -- rules added after the second hold-out red team (tests/holdout2/) ------------------------------------------
+
+@pytest.mark.parametrize("body, rule, line", [
+    # [kernel-source]: Triton's interpreter starts a kernel at the last source line beginning with "def "
+    ('@triton.jit\ndef k2(p):\n    """Doc.\ndef k2(p: tl.constexpr):\n    """\n    pass\n'
+     "def forward(x):\n    k2[(1,)](x)\n    return x\n", "kernel-source", 4),
+    ("@triton.jit\ndef h(a):\n    s = '''\n    def h(a):\n    '''\n    return a\n"
+     "@triton.jit\ndef k2(p):\n    tl.store(p, h(tl.load(p)))\ndef forward(x):\n    k2[(1,)](x)\n    return x\n",
+     "kernel-source", 4),
+    ("@triton.jit\ndef k2(p):\n    def inner(q):\n        pass\n    pass\ndef forward(x):\n    k2[(1,)](x)\n    return x\n",
+     "kernel-source", 3),
+    # [torch-work]: tensor methods read as bound methods in host code, and memory/file access
+    ("def forward(x):\n    f = x.numpy\n    k[(1,)](x)\n    return f()\n", "torch-work", 2),
+    ("def forward(x):\n    to_list = x.tolist\n    k[(1,)](x)\n    return x\n", "torch-work", 2),
+    ("def forward(x):\n    m = x.sum\n    k[(1,)](x)\n    return m()\n", "torch-work", 2),
+    ("def _call(f, *a):\n    return f(*a)\ndef forward(x):\n    k[(1,)](x)\n    return _call(x.exp)\n", "torch-work", 5),
+    ("def forward(x):\n    s = x.untyped_storage\n    s().from_file('/etc/passwd', False, 8)\n    k[(1,)](x)\n"
+     "    return x\n", "torch-work", 3),
+    ("def forward(x, a):\n    a.tofile('/tmp/x')\n    k[(1,)](x)\n    return x\n", "torch-work", 2),
+    ("def forward(x):\n    k[(1,)](x.data)\n    return x\n", "torch-work", 2),
+    # [introspection]: private attributes, id/hash, a kernel's own attributes
+    ("def forward(x, s):\n    s._write_file(4, True, False, 1)\n    k[(1,)](x)\n    return x\n", "introspection", 2),
+    ("def forward(x):\n    k[(1,)](x)\n    return x._base\n", "introspection", 3),
+    ("def forward(x):\n    k[(1,)](x)\n    return id(x)\n", "introspection", 3),
+    ("def forward(x):\n    k[(1,)](x)\n    return hash(x)\n", "introspection", 3),
+    ("k.add_pre_run_hook(print)\n" + LAUNCH, "introspection", 1),
+    ("def forward(x):\n    k.fn(x)\n    k[(1,)](x)\n    return x\n", "introspection", 2),
+    # kernel bodies: no .handle/.data/.base/.type, no private attributes, no torch methods read off values
+    ("@triton.jit\ndef k2(p):\n    a = tl.load(p)\n    a.handle.data.sort(axis=0)\n"
+     "def forward(x):\n    k2[(1,)](x)\n    return x\n", "torch-work", 4),
+    ("@triton.jit\ndef k2(p):\n    t = p.type\ndef forward(x):\n    k2[(1,)](x)\n    return x\n", "torch-work", 3),
+    ("@triton.jit\ndef k2(p):\n    t = p._flatten_ir\ndef forward(x):\n    k2[(1,)](x)\n    return x\n",
+     "introspection", 3),
+    ("@triton.jit\ndef k2(p, X: tl.constexpr):\n    tl.reduce(tl.load(p), 0, X.copy_)\n"
+     "def forward(x):\n    k2[(1,)](x, x)\n    return x\n", "torch-work", 3),
+    # [hidden-state]: nothing but pure helpers runs at import (no module-level tensors), nested containers
+    ("_STATE = torch.zeros(16)\ndef forward(x):\n    k[(1,)](_STATE.view(-1))\n    return x\n", "hidden-state", 1),
+    ("def _make():\n    return torch.zeros(16)\n_STATE = _make()\n" + LAUNCH, "hidden-state", 3),
+    ("_L = list(map(lambda i: torch.zeros(1), [0]))\n" + LAUNCH, "hidden-state", 1),
+    ("_L = [[]]\ndef forward(x):\n    _L[0].append(x)\n    k[(1,)](x)\n    return x\n", "hidden-state", 3),
+    # module constants are constant expressions: a tensor (or a rebound builtin's result) is not one
+    ("X = torch.empty(1)\n@triton.jit\ndef k2(p):\n    tl.store(p, X)\ndef forward(x):\n    k2[(1,)](x)\n    return x\n",
+     "torch-work", 4),
+    ("def float(v):\n    return v\nC = float(1)\n@triton.jit\ndef k2(p):\n    tl.store(p, C)\n"
+     "def forward(x):\n    k2[(1,)](x)\n    return x\n", "torch-work", 6),
+])
+def test_holdout2_rules_name_their_rule_and_line(body, rule, line):
+    found = rules(body)
+    assert (rule, KERNEL.count("\n") + line) in found, found
+
+
+IDIOM_KERNEL = ("import math\nimport itertools\nimport torch\nimport triton\nimport triton.language as tl\n\n"
+                "@triton.jit\ndef k(p, n, B: tl.constexpr):\n"
+                "    x = tl.load(p + tl.arange(0, B))\n    y = x.to(p.dtype.element_ty)\n    z = x.T\n"
+                "    s = x.shape[0]\n    w = tl.float32.primitive_bitwidth\n    tl.store(p + tl.arange(0, B), y)\n\n")
+
+
+@pytest.mark.parametrize("body", [
+    # metadata reads off tensors, devices, dtypes, finfo and device properties
+    "def forward(x):\n    assert x.device.type == 'cuda' or x.is_cuda or x.is_cpu\n    k[(1,)](x, 1, B=16)\n    return x\n",
+    "FP8 = torch.finfo(torch.float8_e4m3fn).max\ndef forward(x):\n    fi = torch.finfo(x.dtype)\n"
+    "    m = fi.max + torch.finfo(torch.bfloat16).min + FP8\n    k[(1,)](x, 1, B=16)\n    return x\n",
+    "SMS = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 1\n"
+    "def forward(x):\n    p = torch.cuda.get_device_properties(x.device)\n    n = p.multi_processor_count\n"
+    "    k[(min(n, SMS),)](x, 1, B=16)\n    return x\n",
+    "def forward(x):\n    M, N = x.shape\n    n = x.ndim + x.dtype.itemsize + x.element_size() + x.numel() + x.stride(0)\n"
+    "    y = x.T.contiguous().view(-1)\n    o = torch.empty(x.shape, dtype=x.dtype, device=x.device)\n"
+    "    k[lambda META: (triton.cdiv(n, META['B']),)](y, n, B=16)\n    return o.new_empty((1,))\n",
+    # module-level code: autotune configs from itertools, a raise, an untested __main__ block
+    "CONFIGS = [triton.Config({'B': b}, num_warps=w) for b, w in itertools.product([16, 32], [4])]\n"
+    "@triton.autotune(configs=CONFIGS, key=['n'])\n@triton.jit\ndef k2(p, n, B: tl.constexpr):\n    pass\n"
+    "def forward(x):\n    k2[lambda m: (1,)](x, 1)\n    return x\n",
+    "if not torch.cuda.is_available():\n    raise RuntimeError('needs a GPU')\n"
+    "def forward(x):\n    k[(1,)](x, 1, B=16)\n    return x\n\nif __name__ == '__main__':\n    print(forward(1))\n",
+    # module constants that are expressions, read inside a kernel; a docstring with prose
+    "BLOCK = 2 ** 7\nINV = 1.0 / math.sqrt(BLOCK)\nNEG = float('-inf')\nDT = tl.bfloat16\nC = tl.constexpr(BLOCK * 2)\n"
+    "F8 = torch.finfo(torch.float8_e4m3fn).max\nPAIR = (BLOCK, 4)\n"
+    '@triton.jit\ndef k3(p):\n    """Doc.\n\n    define: x * INV.\n    """\n'
+    "    x = tl.load(p) * INV + NEG + C + F8 + PAIR[0]\n    tl.store(p, x.to(DT))\n"
+    "def forward(x):\n    k3[(1,)](x)\n    return x\n",
+])
+def test_holdout2_honest_idioms_pass(body):
+    assert check_solution(IDIOM_KERNEL + body, ALLOWED) == []
+
+
+# Odd inputs never make the checker raise: it reports (fails closed) instead.
+STRESS_SOURCES = [
+    "\x00", "def forward(x):\n    return x\x00\n", "x = " + "-" * 100_000 + "1\n", "x = " + "(" * 5000 + ")" * 5000 + "\n",
+    "f = " + "lambda: " * 3000 + "0\n", "x = " + "a." * 20_000 + "b\n", "from torch import _C\n", "import triton.language.extra.cuda.libdevice\n",
+    "from triton.language import *\n", "match x:\n    case {**rest}:\n        pass\n", "async def f():\n    [i async for i in g()]\n",
+    "\ufeffdef forward(x):\n    return x\n", "def forward(x):\n\treturn x\n        \n", "@triton.jit\n" * 50 + "def k(p): pass\n",
+    "x: int\ndef forward(*a, **k):\n    return (lambda *a, b=[]: a)(*a)\n", "\n".join(f"v{i} = {i}" for i in range(20_000)),
+    "def forward(x):\n    return x.\u00e9\n", "if True:\n  x = 1\n else:\n  pass\n",
+]
+
+
+@pytest.mark.parametrize("source", STRESS_SOURCES, ids=range(len(STRESS_SOURCES)))
+def test_checker_never_raises(source):
+    found = check_solution(source, ALLOWED)
+    assert isinstance(found, list) and all(hasattr(v, "rule") for v in found)
+    assert found, "none of these is a valid solution"

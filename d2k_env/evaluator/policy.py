@@ -32,6 +32,27 @@ Rules added after the hold-out red team (tests/holdout/):
   rebound (a parameter named ``tl`` would make ``tl.abs()`` look like Triton's).
 - A kernel is a function decorated with ``triton.jit`` itself (resolved through the imports), with
   only ``triton.autotune``/``triton.heuristics`` besides: a local ``def jit(f)`` makes no kernel.
+
+Rules added after the second hold-out red team (tests/holdout2/):
+
+- [kernel-source]: in a @triton.jit function (kernel or device function) only the real def line may
+  begin with ``def``: Triton's interpreter re-reads the source and starts the function at the last
+  line beginning with "def ", so one inside a docstring or string would be the code that runs.
+- [torch-work] covers tensor methods *read* in host code, not only called (``f = x.numpy; f()``):
+  only views, reshapes and metadata (shape, dtype, device, ndim, ...) may be named; ``numpy``,
+  ``tolist``, ``untyped_storage``, ``storage``, ``from_file``, ``tofile``, ``data``, ``grad``,
+  ``handle``, ... never, whatever the object. Kernel bodies may not name ``.handle``, ``.data``,
+  ``.base``, ``.type`` (the interpreter's numpy buffers) nor torch's tensor methods.
+- [introspection]: no ``_private`` attributes anywhere, no ``id``/``hash`` (an address is a pointer
+  under the interpreter), no attributes of a kernel object in host code (``k.add_pre_run_hook``).
+- [hidden-state]: code that runs at import may call only pure helpers (builtins, math, itertools,
+  triton's decorators, Config and cdiv, tl.constexpr, torch.finfo/iinfo/device): no module-level
+  tensors or helper results a kernel could keep state in. ``if __name__ == "__main__":`` blocks are
+  exempt (the worker loads the solution under another name).
+- Module constants (readable in kernels) are constant expressions: literals and operators, tuples,
+  other constants, math's numbers and functions, ``float('inf')``, ``tl.constexpr(...)``, dtypes and
+  ``torch.finfo(dtype).max``; a call of anything else is not a constant.
+- The checker fails closed: a file it cannot analyse is refused, never a crash.
 """
 
 from __future__ import annotations
@@ -39,6 +60,7 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
+import re
 import symtable
 import sys
 import types
@@ -117,12 +139,54 @@ TRITON_METHODS = frozenset(
 # raw memory (memoryview, bytearray) or the interpreter (dir, help, ...).
 ALLOWED_BUILTINS = frozenset({
     "abs", "all", "any", "ascii", "bin", "bool", "bytes", "callable", "chr", "complex", "dict", "divmod",
-    "enumerate", "filter", "float", "format", "frozenset", "hasattr", "hash", "hex", "id", "int", "isinstance",
+    "enumerate", "filter", "float", "format", "frozenset", "hasattr", "hex", "int", "isinstance",
     "issubclass", "iter", "len", "list", "map", "max", "min", "next", "oct", "ord", "pow", "print", "range",
     "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip", "Ellipsis",
     "NotImplemented", "True", "False", "None",
 } | {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)})
 MODULE_GLOBALS = frozenset({"__name__"})  # module globals (not builtins) a solution may read
+
+# Attributes host code may read off a tensor without calling them (besides ALLOWED_TENSOR_METHODS):
+# read-only metadata.
+ALLOWED_TENSOR_ATTRIBUTES = frozenset({
+    "shape", "dtype", "device", "ndim", "is_cuda", "is_cpu", "is_meta", "layout", "itemsize", "nbytes", "T", "mT",
+    "requires_grad", "is_leaf",
+})
+# Attributes host code may never name, whatever the object (and any _private attribute): host
+# access to a tensor's memory (numpy views, lists, storages and their file I/O), autograd state,
+# and the interpreter's numpy buffers.
+HOST_FORBIDDEN_ATTRIBUTES = frozenset({
+    "numpy", "tolist", "untyped_storage", "storage", "typed_storage", "from_file", "from_buffer", "tofile",
+    "tobytes", "fromfile", "dump", "dumps", "data", "grad", "handle", "share_memory_",
+})
+# Attributes a kernel body may never name: under the interpreter a Triton tensor's .handle.data is a
+# numpy array, and .type/.base/.data reach torch or numpy objects smuggled in as constexprs.
+KERNEL_FORBIDDEN_ATTRIBUTES = frozenset({"handle", "data", "base", "type"})
+# Non-method attributes of Triton tensors a kernel may read (set per instance, so not in TRITON_METHODS).
+TRITON_INSTANCE_ATTRIBUTES = frozenset({"shape", "dtype", "numel", "T", "value"})
+# Results of these calls are metadata, never tensors: host code may read any attribute of them
+# (torch.finfo(t).max, torch.cuda.get_device_properties(0).multi_processor_count).
+METADATA_CALLS = frozenset({"torch.finfo", "torch.iinfo", "torch.device", "torch.cuda.get_device_properties",
+                            "torch.cuda.get_device_capability", "triton.Config"})
+# Attributes whose values are metadata objects (x.device.type, x.dtype.itemsize, x.shape.numel).
+METADATA_ATTRIBUTES = frozenset({"device", "dtype", "shape", "layout"})
+
+# Functions module-level code may call (at import, outside any function): pure ones that make
+# numbers, containers of them, launch configurations and decorators, never a tensor or an object
+# that could carry one between calls (resolved through the imports; builtins only when not rebound).
+MODULE_LEVEL_BUILTINS = frozenset({
+    "abs", "all", "any", "bin", "bool", "chr", "complex", "dict", "divmod", "enumerate", "filter", "float",
+    "format", "frozenset", "hex", "int", "isinstance", "len", "list", "map", "max", "min", "oct", "ord", "pow",
+    "print", "range", "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip",
+} | {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)})
+MODULE_LEVEL_CALLS = frozenset({
+    "triton.jit", "triton.autotune", "triton.heuristics", "triton.Config", "triton.cdiv", "triton.next_power_of_2",
+    "torch.finfo", "torch.iinfo", "torch.device", "torch.cuda.get_device_properties",
+    "torch.cuda.get_device_capability", "torch.cuda.current_device", "torch.cuda.device_count",
+    "torch.cuda.is_available", "functools.partial", "functools.reduce",
+})
+# Builtins a module constant may be computed with (float('inf'), int(1e6), max(1, 2), ...).
+CONSTANT_BUILTINS = frozenset({"float", "int", "bool", "abs", "min", "max", "round", "pow", "complex"})
 
 # Names Triton's interpreter copies into a kernel's module globals at the first launch (those the
 # module does not bind yet), with their values.
@@ -305,6 +369,8 @@ class _Checker(ast.NodeVisitor):
         self.kernel_constexprs: set[str] = set()  # tl.constexpr parameters of the kernel being visited
         self.kernel_loop_names: set[str] = set()  # kernel names bound by for/with/walrus targets
         self.kernel_params: set[str] = set()
+        self.metadata_locals: set[str] = set()  # host locals bound only to metadata (x.device, torch.finfo(...))
+        self.source_lines: list[str] = []
 
     def flag(self, rule: str, node: ast.AST, message: str) -> None:
         self.violations.append(Violation(rule, getattr(node, "lineno", 0), message))
@@ -413,7 +479,65 @@ class _Checker(ast.NodeVisitor):
             return False
         return isinstance(obj, types.ModuleType)
 
+    def _is_metadata(self, node: ast.AST) -> bool:
+        """Whether an expression is tensor metadata, never a tensor (x.device, x.dtype, torch.finfo(t))."""
+        if isinstance(node, ast.Attribute) and node.attr in METADATA_ATTRIBUTES:
+            return True
+        if isinstance(node, ast.Call):
+            func = _dotted(node.func)
+            return func is not None and func.split(".")[0] in self.aliases and self._resolve(func) in METADATA_CALLS
+        return isinstance(node, ast.Name) and node.id in self.metadata_locals
+
+    def _check_attribute_names(self, node: ast.Attribute) -> None:
+        """[torch-work]/[introspection] on attribute names: private ones anywhere; in host code the tensor
+        methods and attributes that are not views or metadata, read or called, and the names that reach
+        memory or files (x.numpy, x.tolist, x.untyped_storage, ...); in kernels .handle/.data/.base/.type
+        and torch's tensor methods. For a Name/Attribute chain every attribute of it is checked (the
+        chain is visited once); a chain rooted at an imported module is covered by the module rules."""
+        chain, n = [], node
+        dotted = _dotted(node) is not None
+        while isinstance(n, ast.Attribute):
+            chain.append(n)
+            n = n.value
+            if not dotted:
+                break
+        module_rooted = dotted and isinstance(n, ast.Name) and n.id in self.aliases
+        for a in chain:
+            name = a.attr
+            parent = getattr(a, "_d2k_parent", None)
+            called = isinstance(parent, ast.Call) and parent.func is a
+            if name.startswith("_") and not _is_dunder(name):
+                self.flag("introspection", a, f"the private attribute {name!r} is not allowed: private attributes "
+                                              "reach torch's, Triton's and the interpreter's internals")
+                continue
+            if module_rooted:
+                continue
+            if self.in_kernel:
+                if name in KERNEL_FORBIDDEN_ATTRIBUTES:
+                    self.flag("torch-work", a, f"the attribute .{name} is not allowed in a @triton.jit kernel: under "
+                                               "the interpreter it reaches numpy or torch objects, not Triton")
+                elif not called and name in TENSOR_METHODS and name not in TRITON_METHODS | TRITON_INSTANCE_ATTRIBUTES:
+                    self.flag("torch-work", a, f".{name} is torch's, not an attribute of Triton's tensors: a kernel "
+                                               "body may use Triton's functions and tensor methods only")
+                continue
+            base = a.value
+            if isinstance(base, ast.Name) and base.id in self.kernel_names and \
+                    (self.scope_locals is None or base.id not in self.scope_locals) and name != "best_config":
+                self.flag("introspection", a, f"{base.id}.{name}: a kernel's attributes (hooks, its Python function, "
+                                              "its cache) are not for host code; launch it as kernel[grid](...)")
+                continue
+            if name in HOST_FORBIDDEN_ATTRIBUTES and not (called and name in TENSOR_METHODS):
+                self.flag("torch-work", a, f"the attribute .{name} is not allowed in host code: it gives host access "
+                                           "to tensor memory (numpy arrays, lists, storages, files) or autograd "
+                                           "state; do the work in a Triton kernel")
+            elif not called and name in TENSOR_METHODS and \
+                    name not in ALLOWED_TENSOR_METHODS | ALLOWED_TENSOR_ATTRIBUTES and not self._is_metadata(base):
+                self.flag("torch-work", a, f"the tensor method or attribute .{name} is not allowed in host code, not "
+                                           "even read without a call (only views, reshapes and shape, dtype and "
+                                           "device queries are); do the work in a Triton kernel")
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        self._check_attribute_names(node)
         if _is_dunder(node.attr):
             self.flag("introspection", node, f"dunder attribute {node.attr!r} is not allowed")
         elif node.attr in FORBIDDEN_ATTRIBUTES:
@@ -487,6 +611,8 @@ class _Checker(ast.NodeVisitor):
                                           f"other kernels and module-level constants, not {name!r}")
 
     def _check_state(self, target: ast.AST, node: ast.AST) -> None:
+        while isinstance(target, (ast.Subscript, ast.Attribute)):  # CACHE[k].append(x), CACHE[k][0] = x
+            target = target.value
         if self.scope_locals is not None and isinstance(target, ast.Name) and target.id not in self.scope_locals:
             self.flag("hidden-state", node, f"{target.id!r} is not local: host code may not keep state between "
                                             "calls (replaying outputs across calls is an exploit)")
@@ -585,8 +711,10 @@ class _Checker(ast.NodeVisitor):
         kernel = _is_kernel(node, self.all_aliases)
         outer, self.in_kernel = self.in_kernel, self.in_kernel or kernel
         outer_locals, self.scope_locals = self.scope_locals, _bound_names(node)
-        saved = self.kernel_constexprs, self.kernel_loop_names
+        saved = self.kernel_constexprs, self.kernel_loop_names, self.metadata_locals
+        self.metadata_locals = self._metadata_locals(node)
         if kernel:
+            self._check_kernel_source(node)
             a = node.args
             self.kernel_constexprs = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs
                                       if p.annotation is not None and
@@ -601,9 +729,37 @@ class _Checker(ast.NodeVisitor):
             if p.annotation is not None:
                 self.visit(p.annotation)
         self.in_kernel, self.scope_locals = outer, outer_locals
-        self.kernel_constexprs, self.kernel_loop_names = saved
+        self.kernel_constexprs, self.kernel_loop_names, self.metadata_locals = saved
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _metadata_locals(self, func: ast.AST) -> set[str]:
+        """Names every assignment in the function binds to metadata (dev = x.device; fi = torch.finfo(dt))."""
+        meta, other = set(), set()
+        for n in ast.walk(func):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                parent = getattr(n, "_d2k_parent", None)
+                if isinstance(parent, ast.Assign) and n in parent.targets and self._is_metadata(parent.value):
+                    meta.add(n.id)
+                else:
+                    other.add(n.id)
+        return meta - other
+
+    def _check_kernel_source(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """[kernel-source]: Triton's interpreter re-reads a kernel's source (inspect.getsourcelines) and starts
+        the function at the LAST line whose stripped text begins with "def ": such a line inside a docstring,
+        a string or a nested def would become the code that runs. Only the real def line may read so."""
+        first = min([node.lineno] + [d.lineno - 1 for d in node.decorator_list])  # the '@' line
+        def_line = self.source_lines[node.lineno - 1] if node.lineno <= len(self.source_lines) else ""
+        if not def_line.strip().startswith("def "):
+            self.flag("kernel-source", node, f"the def line of @triton.jit function {node.name!r} must read "
+                                             "'def name(...)' (Triton's interpreter finds kernels by it)")
+        for lineno in range(first, (node.end_lineno or node.lineno) + 1):
+            text = self.source_lines[lineno - 1].strip() if lineno <= len(self.source_lines) else ""
+            if lineno != node.lineno and _DEF_LINE.match(text):
+                self.flag("kernel-source", _Line(lineno), f"line {lineno} of @triton.jit function {node.name!r} "
+                          "begins with 'def' (in a docstring, a string or a nested def): Triton's interpreter would "
+                          "run the function from that line, not from the real def; reword or re-indent it")
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
         if node.name in self.protected:
@@ -614,6 +770,15 @@ class _Checker(ast.NodeVisitor):
         self.flag("introspection", node, "global statements are not allowed")
 
     visit_Nonlocal = visit_Global
+
+
+_DEF_LINE = re.compile(r"(async\s+)?def(\s|\\|$)")
+
+
+@dataclass(frozen=True)
+class _Line:
+    """A node stand-in for a violation at a source line."""
+    lineno: int
 
 
 def _loop_bound_names(func: ast.AST) -> set[str]:
@@ -648,19 +813,190 @@ def _bound_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     return names
 
 
-def _module_constants(tree: ast.Module) -> set[str]:
-    """Module-level names bound once to a literal or a tl.constexpr(...) of one."""
-    names = set()
+def _module_bound(table: symtable.SymbolTable) -> set[str]:
+    """Names the module binds (so a builtin of that name is not the builtin)."""
+    return {sym.get_name() for sym in table.get_symbols() if sym.is_assigned() or sym.is_imported() or
+            sym.is_namespace()}
+
+
+def _resolved_object(full: str):
+    """The object a resolved dotted name of torch, triton or math names; _MISSING when unknown."""
+    if full.split(".")[0] != "torch":
+        return _lookup(full)
+    obj = torch
+    for part in full.split(".")[1:]:
+        if _is_dunder(part):
+            return _MISSING
+        try:
+            obj = getattr(obj, part)
+        except Exception:
+            return _MISSING
+    return obj
+
+
+_CONSTANT_FUNCTIONS = frozenset({"triton.language.constexpr", "triton.language.core.constexpr", "triton.cdiv",
+                                 "triton.next_power_of_2"})
+
+
+def _is_constant_expr(node: ast.AST | None, constants: set[str], aliases: dict[str, str], bound: set[str]) -> bool:
+    """A module constant: literals, arithmetic/boolean/comparison operators and tuples of constants, other
+    module constants, math's numbers and functions, builtin conversions (float('inf')), tl.constexpr(...),
+    triton.cdiv/next_power_of_2 of constants, dtypes (tl.float32, torch.bfloat16) and the limits of one
+    (torch.finfo(torch.float8_e4m3fn).max)."""
+    def const(n) -> bool:
+        if isinstance(n, ast.Constant):
+            return True
+        if isinstance(n, ast.UnaryOp):
+            return const(n.operand)
+        if isinstance(n, ast.BinOp):
+            return const(n.left) and const(n.right)
+        if isinstance(n, ast.BoolOp):
+            return all(const(v) for v in n.values)
+        if isinstance(n, ast.Compare):
+            return const(n.left) and all(const(c) for c in n.comparators)
+        if isinstance(n, ast.IfExp):
+            return const(n.test) and const(n.body) and const(n.orelse)
+        if isinstance(n, ast.Tuple):
+            return all(const(e) for e in n.elts)
+        if isinstance(n, ast.Subscript):
+            return const(n.value) and const(n.slice)
+        if isinstance(n, ast.Slice):
+            return all(p is None or const(p) for p in (n.lower, n.upper, n.step))
+        if isinstance(n, ast.Name):
+            return n.id in constants
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Call):  # torch.finfo(torch.float8_e4m3fn).max
+            call, func = n.value, _dotted(n.value.func)
+            return func is not None and func.split(".")[0] in aliases and \
+                _resolve_with(aliases, func) in ("torch.finfo", "torch.iinfo") and not call.keywords and \
+                all(const(a) for a in call.args) and n.attr in ("max", "min", "eps", "tiny", "bits", "resolution",
+                                                                  "smallest_normal")
+        if isinstance(n, ast.Attribute):
+            dotted = _dotted(n)
+            if dotted is None or dotted.split(".")[0] not in aliases:
+                return False
+            full = _resolve_with(aliases, dotted)
+            obj = _resolved_object(full)
+            if full.startswith("math."):
+                return isinstance(obj, (int, float))
+            return isinstance(obj, (torch.dtype, _tl.dtype))
+        if isinstance(n, ast.Call):
+            if n.keywords or any(isinstance(a, ast.Starred) or not const(a) for a in n.args):
+                return False
+            if isinstance(n.func, ast.Name) and n.func.id not in aliases:
+                return n.func.id in CONSTANT_BUILTINS and n.func.id not in bound
+            dotted = _dotted(n.func)
+            if dotted is None or dotted.split(".")[0] not in aliases:
+                return False
+            full = _resolve_with(aliases, dotted)
+            return full in _CONSTANT_FUNCTIONS or (full.startswith("math.") and callable(_lookup(full)))
+        return False
+
+    try:
+        return node is not None and const(node)
+    except RecursionError:
+        return False
+
+
+def _module_constants(tree: ast.Module, aliases: dict[str, str], bound: set[str]) -> set[str]:
+    """Module-level names bound once, to a constant expression (see _is_constant_expr)."""
+    stores: dict[str, int] = {}
     for node in tree.body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            value = node.value
-            if isinstance(value, ast.Call) and value.args:
-                value = value.args[0]
-            if isinstance(value, ast.Constant) or (isinstance(value, ast.UnaryOp) and
-                                                   isinstance(value.operand, ast.Constant)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            stores[node.name] = stores.get(node.name, 0) + 1
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+                stores[sub.id] = stores.get(sub.id, 0) + 1
+            elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+                for name, _ in _import_bindings(sub):
+                    stores[name] = stores.get(name, 0) + 1
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if all(isinstance(t, ast.Name) for t in targets) and _is_constant_expr(node.value, names, aliases, bound):
+                names |= {t.id for t in targets if stores.get(t.id) == 1}
     return names
+
+
+def _is_main_guard(node: ast.AST) -> bool:
+    """if __name__ == "__main__": (never true in the worker, which loads the solution under another name)."""
+    t = getattr(node, "test", None)
+    return isinstance(node, ast.If) and isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and \
+        t.left.id == "__name__" and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq) and \
+        isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value == "__main__"
+
+
+# Calls whose lambda arguments run at launch time, not at import (host code guarded at run time).
+_LAUNCH_TIME_CALLS = frozenset({"triton.autotune", "triton.heuristics", "triton.Config", "triton.jit"})
+
+
+def _module_level_calls(tree: ast.Module, aliases: dict[str, str], bound: set[str]) -> list[Violation]:
+    """[hidden-state]: code that runs at import (module-level statements, decorators, annotations, and
+    lambdas passed to calls there) may call only pure functions that make numbers, containers and launch
+    configurations: a tensor or object made at import (torch.empty at module level, a helper's result)
+    would keep state between calls, and a kernel could update it on the device."""
+    out: list[Violation] = []
+
+    def allowed(func: ast.AST) -> str | None:
+        """None when the call may run at import, else the callee's name."""
+        if isinstance(func, ast.Name) and func.id not in aliases:
+            return None if func.id in MODULE_LEVEL_BUILTINS and func.id not in bound else func.id
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Constant):
+            return None  # ", ".join(...), "{}".format(...)
+        dotted = _dotted(func)
+        if dotted is None:
+            return "an expression"
+        if dotted.split(".")[0] not in aliases:
+            return dotted
+        full = _resolve_with(aliases, dotted)
+        if full in MODULE_LEVEL_CALLS or full in _CONSTANT_FUNCTIONS or \
+                full.split(".")[0] in ("math", "itertools") or full.startswith(TRITON_LANGUAGE + "."):
+            return None
+        return full
+
+    def scan(node: ast.AST, call_arg: bool) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in node.decorator_list:
+                scan(d, False)
+            a = node.args
+            for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]:
+                if p.annotation is not None:
+                    scan(p.annotation, False)
+            if node.returns is not None:
+                scan(node.returns, False)
+            return  # defaults: [hidden-state] for mutable defaults covers calls there
+        if isinstance(node, ast.Lambda):
+            if call_arg:  # map(lambda ...), sorted(key=lambda ...): runs now
+                scan(node.body, True)
+            return
+        if isinstance(node, ast.Call):
+            callee = allowed(node.func)
+            if callee is not None:
+                out.append(Violation("hidden-state", node.lineno,
+                                     f"{callee}(...) runs at import: module-level code may call only pure helpers "
+                                     "(builtins, math, itertools, functools.partial, triton's decorators, Config, "
+                                     "cdiv and tl.constexpr, torch.finfo/iinfo/device); a tensor or object made "
+                                     "at import keeps state between calls: make it inside forward"))
+            scan(node.func, call_arg)
+            dotted = _dotted(node.func)
+            launch_time = dotted is not None and dotted.split(".")[0] in aliases and \
+                _resolve_with(aliases, dotted) in _LAUNCH_TIME_CALLS
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                scan(arg, not launch_time)
+            return
+        for child in ast.iter_child_nodes(node):
+            scan(child, call_arg)
+
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            continue
+        if _is_main_guard(stmt):
+            for child in stmt.orelse:
+                scan(child, False)
+            continue
+        scan(stmt, False)
+    return out
 
 
 def _module_mutables(tree: ast.Module, aliases: dict[str, str]) -> set[str]:
@@ -791,15 +1127,20 @@ def check_solution(source: str, allowed_torch: frozenset[str] = frozenset(),
         checker = _Checker(allowed_torch, forbidden_imports)
         checker.all_aliases = aliases
         checker.kernel_names = {n.name for n in tree.body if _is_kernel(n, aliases)}
-        checker.constants = _module_constants(tree)
+        checker.source_lines = source.splitlines()
+        bound = _module_bound(table)
+        checker.constants = _module_constants(tree, aliases, bound)
         checker.mutable_globals = _module_mutables(tree, aliases)
         checker.protected = set(aliases) | MODULE_NAMES
         checker.visit(tree)
         checker.violations.extend(_name_problems(tree, table, aliases))
+        checker.violations.extend(_module_level_calls(tree, aliases, bound))
     except SyntaxError as exc:
         return [Violation("syntax", exc.lineno or 0, f"SyntaxError: {exc.msg}")]
     except (RecursionError, MemoryError):
         return [Violation("syntax", 1, "the code is nested too deeply to be checked")]
+    except Exception as exc:  # fail closed: a file the checker cannot analyse does not run
+        return [Violation("syntax", 1, f"the file could not be checked ({type(exc).__name__}: {exc})"[:300])]
     problem = _launch_graph(tree, aliases)
     if problem:
         checker.violations.append(Violation("no-kernel", 1, problem))
