@@ -795,14 +795,16 @@ def test_gpu_stateful_exploit_is_refused_by_the_policy(name, task, markers):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name, task, markers", [
     ("c02_replay_by_shape", "rms", ("[late-corruption]",)),
-    ("c02_replay_by_pointer", "rms", ("[below-roofline]", "[late-corruption]")),
+    ("c02_replay_by_pointer", "rms", ("[no-kernel]", "[late-corruption]")),
     ("c15_late_corruption", "merge", ("[late-corruption]",)),
-    ("c18_zero_time_workload", "rms", ("[below-roofline]",)),
-    ("c04_side_stream_via_walrus_alias", "rms", ("[torch-work]", "[below-roofline]")),
+    ("c18_zero_time_workload", "rms", ("[no-kernel]",)),
+    ("c04_side_stream_via_walrus_alias", "rms", ("[side-stream]",)),
 ])
 def test_gpu_stateful_exploit_is_caught_at_runtime_behind_the_policy(name, task, markers):
-    """The same exploits with the static policy bypassed: the runtime layer alone must score them 0
-    (the outputs of timed calls checked again, times under the roofline floor invalid)."""
+    """The same exploits with the static policy bypassed: the runtime layer alone must score them 0.
+    Replays are timed calls that launch none of the solution's kernels ([no-kernel]) or return stale
+    outputs on fresh values ([late-corruption]); a kernel on a side stream is refused at launch
+    (H200, 2026-12-01: benchmarks/results/gpu-tests-2026-12-01.md)."""
     result = _cuda_eval(task, name, bypass_policy=True)
     assert not result.correct, [(w.name, w.message, w.speedup) for w in result.workloads]
     assert names_one_of(verdict(result), markers), verdict(result)
