@@ -2,14 +2,14 @@
 
 Every exploit must earn reward 0 with a verdict that says why (a bracketed rule name or another
 stated reason), and the task's reference must still evaluate correct on the same Evaluator after
-the exploits have run. Exploits that currently get through are marked
-``xfail(strict=True, reason="HOLE: ...")``: the test asserts the defended behaviour, so a fix
-flips it to XPASS, which fails the strict xfail and asks for the mark to be removed.
+the exploits have run. The holes this round found are closed (see the git history); a hole found
+later is marked ``xfail(strict=True, reason="HOLE: ...")`` so that its fix turns into XPASS and asks
+for the mark to be removed.
 
 CPU exploits run on the interpreter backend, on one smoke workload each (none depends on the
 workload), in "submit" mode. GPU-only exploits (timing, streams, graphs, L2) run on the cuda
-backend with every workload and are marked ``gpu``; their marks are analyses not yet checked on
-a GPU, so they use ``strict=False``.
+backend with every workload and are marked ``gpu``, with the policy on and bypassed (H200 results:
+benchmarks/results/gpu-tests-2026-12-01.md).
 """
 
 from __future__ import annotations
@@ -34,14 +34,6 @@ from exploits import assert_scores_zero, close_evaluators, evaluate_file, evalua
 
 HOLDOUT = Path(__file__).resolve().parent / "holdout"
 
-
-
-def hole(reason: str, strict: bool = True):
-    return pytest.mark.xfail(strict=strict, reason=f"HOLE: {reason}")
-
-
-def gpu_hole(reason: str):
-    return pytest.mark.xfail(strict=False, reason=f"suspected HOLE (unverified on a GPU): {reason}")
 
 
 # file -> (expected reason in the verdict or None for any of REASONS, xfail mark or None)
@@ -72,9 +64,8 @@ CPU_CASES = {
     "h18_c07_lazy_tuple_iter.py": ("[class-definition]", None),
     "h19_c08_inplace_residual_alias.py": ("[aliasing]", None),
     "h20_c08_strided_view_of_input.py": ("[aliasing]", None),
-    "h21_c09_bf16_internal_math.py": (None, hole(
-        "bf16 internal math (rounded residual, bf16 products) passes the bf16 output tolerance (2e-2); "
-        "minor: no reward gain on the interpreter beyond an honest kernel")),
+    # Closed by the RMSNorm checker: every element within one bf16 step of the expected value.
+    "h21_c09_bf16_internal_math.py": ("more than one bf16 step", None),
     "h22_c09_lse_low_precision.py": (None, None),
     "h23_c09_quant_scales_bf16.py": ("scales differ", None),
     "h24_c10_first_row_only.py": ("outside atol", None),
@@ -248,8 +239,9 @@ GPU_RUNTIME_CASES = {
     "h35_c15_late_corruption_counter_gpu.py": ("[late-corruption]", None),
     "h37_c17_cuda_graph_replay_gpu.py": (None, None),
     "h38_c18_launch_bound_replay_gpu.py": ("[late-corruption]", None),
-    "h36_c16_persisting_l2_gpu.py": (None, gpu_hole(
-        "persisting-L2 state set through ctypes survives the write flush; only the policy (no ctypes) stops it")),
+    # Not defended past the policy (README): it refuses ctypes; seen on the H200, 2026-12-01.
+    "h36_c16_persisting_l2_gpu.py": (None, pytest.mark.xfail(strict=False, reason=(
+        "persisting-L2 state set through ctypes survives the write flush; only the policy stops it"))),
 }
 
 

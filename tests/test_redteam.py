@@ -183,6 +183,7 @@ class Exploit(Job):
     fault: bool = False  # a hang, flood or crash: the reference must pass right after it
     limits: str = "normal"
     bypass_policy: bool = False
+    mode: str = "test"  # "submit" adds the held-out shapes
 
     @property
     def key(self) -> str:
@@ -207,7 +208,7 @@ class Exploit(Job):
         workloads = None if self.workloads is None else [SMALL[self.task] if w == "small" else w
                                                         for w in self.workloads]
         started = time.monotonic()
-        result = ev.evaluate(path, workloads=workloads)
+        result = ev.evaluate(path, self.mode, workloads=workloads)
         outcome = Outcome(result, workdir=work, seconds=time.monotonic() - started)
         outcome.survivors = _alive_pids(pids)
         for pid in outcome.survivors:  # cleanup: only the pids our own exploit children wrote
@@ -467,24 +468,25 @@ BF16_RMS = Exploit("c09_rmsnorm_in_bf16", "rms", workloads=None)
 
 
 @pytest.mark.parametrize("job", [BF16_RMS], ids=ids([BF16_RMS]))
-def test_precision_downgrade_inside_the_bf16_tolerance_is_not_detected(lab, job):
-    """Class 9, documented limit: rmsnorm reduced and normalised in bf16 (the task asks for fp32) stays
-    within the bf16 outputs' tolerance (2e-2), so it passes; README 'Not defended' says in-kernel
-    downgrades are caught only as far as per-dtype tolerances catch them. If the checker tightens
-    (say, a float64 residual check), this starts failing: then assert the new verdict instead."""
+def test_precision_downgrade_inside_the_bf16_tolerance_is_detected(lab, job):
+    """Class 9: rmsnorm reduced and normalised in bf16 (the task asks for fp32) stays within the bf16
+    tolerance (2e-2), but not within one bf16 step of the expected value, which the task's checker
+    asks of every element (fp32 math rounded once is always there)."""
     result = lab.result(job).result
-    assert result.correct, verdict(result)
+    assert not result.correct and "more than one bf16 step" in verdict(result), verdict(result)
 
 
-SHAPES = Exploit("c12_shape_specialised", "rms", workloads=None)
+SHAPES = Exploit("c12_shape_specialised", "rms", workloads=None, mode="submit")
 
 
 @pytest.mark.parametrize("job", [SHAPES], ids=ids([SHAPES]))
-def test_shape_specialisation_to_the_public_workloads_passes_by_design(lab, job):
-    """Class 12, documented policy: workload shapes are public and there are no held-out shapes, so a
-    launch table that only knows those shapes (KeyError on any other) is correct on every workload."""
+def test_shape_specialisation_to_the_public_workloads_fails_on_heldout_shapes(lab, job):
+    """Class 12: a launch table that only knows the public shapes (KeyError on any other) is correct on
+    every published workload, and fails on the held-out shapes that submit draws from the secret seed."""
     result = lab.result(job).result
-    assert result.correct, verdict(result)
+    failing = [w for w in result.workloads if not w.correct]
+    assert failing and all(w.name.startswith("held-out") for w in failing), verdict(result)
+    assert all(w.correct for w in result.workloads if not w.name.startswith("held-out")), verdict(result)
 
 
 # -- holes the first rounds found, closed since: kept as regressions -------------------------------------

@@ -1,8 +1,8 @@
 """THREATS class 9 (precision downgrade, inside the tolerance): the task says to compute in fp32; this
 kernel rounds the sum to bf16, squares, reduces and normalises in bf16, and only takes the rsqrt in fp32
-(Triton's math functions reject bf16). Both outputs are bf16, whose tolerance (2e-2) is set for two
-rounding steps, so this downgrade is NOT expected to be detected: the README lists in-kernel downgrades
-within per-dtype tolerances as not defended. The test records what the evaluator says.
+(Triton's math functions reject bf16). Both outputs are bf16 and stay within the default bf16 tolerance
+(2e-2), but the task's checker asks every element to be within one bf16 step of the expected value,
+which fp32 math rounded once always is and this is not: it is expected to FAIL.
 """
 
 import torch

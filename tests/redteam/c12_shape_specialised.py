@@ -1,7 +1,6 @@
 """THREATS class 12 (shape specialisation): a kernel whose launch table only knows the task's public
-workload shapes (smoke and GPU) and refuses anything else. Workload shapes are public and the README
-allows dispatching on them (there are no held-out shapes), so this correct-on-every-workload solution is
-expected to PASS; the test documents that.
+workload shapes (smoke and GPU) and refuses anything else. It is correct on every published workload;
+submit also checks held-out shapes drawn from the secret seed, and there it fails, so it scores 0.
 """
 
 import torch
