@@ -2,7 +2,8 @@
 
 import torch
 
-from d2k_env.task import CheckResult, Roofline, Workload
+from d2k_env.evaluator.checking import one_step_check
+from d2k_env.task import Roofline, Workload
 
 TITLE = "Fused residual add + RMSNorm"
 FAMILY = "normalisation"
@@ -51,41 +52,19 @@ def roofline(w):
     return Roofline(bytes=8 * M * N + 2 * N, flops=5 * M * N)
 
 
-def _bf16_step(v):
-    """Spacing of bfloat16 values around |v| (8 significant bits)."""
-    exponent = torch.floor(torch.log2(v.abs().clamp(min=2.0 ** -126)))
-    return torch.exp2(exponent - 7)
-
-
 def check(outputs, expected, inputs):
-    # Computed in fp32 and rounded once, an output can differ from the baseline's only where a
-    # different summation order moves the fp32 value across a bf16 rounding boundary: one step.
-    # Rounding r or doing the arithmetic in bf16 (a precision downgrade) moves it further.
-    worst_abs = worst_rel = 0.0
-    for name, out, ref in zip(OUTPUTS, outputs, expected):
-        o, r = out.double(), ref.double()
-        if not torch.isfinite(o).all():
-            return CheckResult(False, f"{name}: contains NaN or infinity")
-        err = (o - r).abs()
-        worst_abs = max(worst_abs, err.max().item())
-        worst_rel = max(worst_rel, (err / r.abs().clamp(min=2.0 ** -126)).max().item())
-        bad = err > _bf16_step(r)
-        if bad.any():
-            idx = tuple(int(i) for i in torch.nonzero(bad)[0])
-            return CheckResult(False, f"{name}: {int(bad.sum())} of {out.numel()} elements more than one bf16 step "
-                                      f"off; first at {list(idx)}: got {o[idx].item():.6g}, expected "
-                                      f"{r[idx].item():.6g}", worst_abs, worst_rel)
-    return CheckResult(True, "every element within one bf16 step of the expected value", worst_abs, worst_rel)
+    return one_step_check(outputs, expected, OUTPUTS)
 
 
 HELDOUT_SHAPES = ("any M >= 1 and N >= 1; submit also checks two held-out shapes drawn at random: on the GPU "
-                  "M from 1 to 3000 and N a multiple of 8 up to 16384, on the interpreter small M and N")
+                  "M from 1 to 3000 and N a multiple of 8 up to 16384, on the interpreter small M and N up to 2500")
 
 
 def heldout_workloads(rng, smoke):
     """Two shapes of the family: a width that is a multiple of 64, and one that need not be."""
     if smoke:
-        shapes = [(rng.randint(1, 6), 64 * rng.randint(1, 8)), (rng.randint(1, 6), rng.randint(9, 700))]
+        # One row wider than any single block a kernel might hard-code for the smoke widths.
+        shapes = [(rng.randint(1, 6), 64 * rng.randint(1, 8)), (rng.randint(1, 3), rng.randint(1025, 2500))]
     else:
         shapes = [(rng.randint(1, 3000), 64 * rng.randint(2, 256)), (rng.randint(1, 3000), 8 * rng.randint(16, 2048))]
     return [Workload(f"{m}x{n}", {"M": m, "N": n}) for m, n in shapes]

@@ -3,9 +3,10 @@
 import textwrap
 
 import pytest
+import torch
 
 from d2k_env.evaluator import Evaluator, PhaseLimits
-from d2k_env.evaluator.checking import allclose_check, check_contract
+from d2k_env.evaluator.checking import allclose_check, check_contract, dtype_step, one_step_check
 from d2k_env.evaluator.protocol import derive_seed
 from d2k_env.reward import submission_reward
 from d2k_env.task import load_task
@@ -162,3 +163,27 @@ def test_a_shape_specialised_kernel_passes_the_tests_but_scores_zero_on_submit(r
     assert submission_reward("speedup", submitted) == 0
     failing = [w.name for w in submitted.workloads if not w.correct]
     assert failing and all(name.startswith("held-out") for name in failing), format_result(submitted)
+
+
+def test_dtype_step_is_the_spacing_of_the_dtype():
+    values = torch.tensor([1.0, 3.0, -0.3, 0.0])
+    assert dtype_step(values, torch.bfloat16).tolist() == [2.0 ** -7, 2.0 ** -6, 2.0 ** -9, 2.0 ** -133]
+    assert dtype_step(torch.tensor([1.0, 300.0]), torch.float8_e4m3fn).tolist() == [0.125, 32.0]
+
+
+def test_one_step_check_admits_one_rounding_step_and_no_more():
+    ref = (torch.randn(64, 32) * 3).to(torch.bfloat16)
+    lse = torch.randn(64)
+    up_one = ref.view(torch.int16).add(1).view(torch.bfloat16)  # the next bf16 value away from zero
+    up_two = ref.view(torch.int16).add(2).view(torch.bfloat16)
+    names = ["out", "lse"]
+    assert one_step_check((up_one, lse + 1e-6), (ref, lse), names).ok
+    two = one_step_check((up_two, lse), (ref, lse), names)
+    assert not two.ok and "more than one bfloat16 step" in two.message
+    assert not one_step_check((ref, lse + 1e-2), (ref, lse), names).ok  # fp32 outputs keep their tolerance
+    nan = ref.clone()
+    nan[3, 4] = float("nan")
+    assert "NaN" in one_step_check((nan, lse), (ref, lse), names).message
+    inf_ref, inf_out = ref.clone(), ref.clone()
+    inf_ref[0, 0] = float("inf")
+    assert "infinities" in one_step_check((inf_out, lse), (inf_ref, lse), names).message

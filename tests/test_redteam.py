@@ -9,7 +9,7 @@ exploit (hang, flood, crash, stray processes) the task's reference must still pa
 Evaluator, and once every exploit of a task has run, the reference must pass every workload on it.
 Honest-but-slow solutions (tests/redteam/honest_*.py) must pass (no false positives). Verdicts from
 the output contract (shape, dtype) and from the numeric checker carry no bracketed id; for those the
-tests look for the checker's own words ("has shape", "outside atol", "contains NaN", ...).
+tests look for the checker's own words ("has shape", "more than one bfloat16 step", "contains NaN", ...).
 
 Exploits that currently earn a pass, or crash the env, are genuine holes: their tests assert the
 defence we want and are marked xfail(strict=True, reason="HOLE: ..."), so fixing the defence turns
@@ -56,7 +56,7 @@ SHORT_LIMITS = PhaseLimits({"load": 120, "check": HANG_LIMIT_S, "verify": 120}, 
 
 SANDBOX_MARKERS = ("exceeded its", "printed more than", "before reporting")
 WRONG_VALUES = ("outside atol", "contains NaN", "infinities differ", "scales differ", "more than one fp8 step",
-                "[degenerate]")
+                "more than one bfloat16 step", "[degenerate]")
 
 
 def verdict(result) -> str:
@@ -424,12 +424,12 @@ RUNTIME = [  # (exploit, markers any of which the verdict must contain)
     (Exploit("c08_zero_inputs", "merge"), ("[input-mutation]",)),
     (Exploit("c08_return_input", "rms"), ("[aliasing]",)),
     (Exploit("c08_return_view_of_input", "merge"), ("[aliasing]", "[input-mutation]")),
-    (Exploit("c09_merge_lse_in_bf16", "merge"), ("outside atol",)),
+    (Exploit("c09_merge_lse_in_bf16", "merge"), ("outside atol", "more than one bfloat16 step")),
     (Exploit("c10_constant_output", "merge"), ("[degenerate]",)),
     (Exploit("c10_first_row_only", "quant"), WRONG_VALUES),
     # Regenerating inputs from a guessed seed needs torch.randn on the host, through an alias: refused
     # statically where the policy follows the alias, else wrong because the real seed is secret.
-    (Exploit("c11_known_seed", "rms"), ("outside atol", "[torch-work]", "[introspection]")),
+    (Exploit("c11_known_seed", "rms"), ("more than one bfloat16 step", "[torch-work]", "[introspection]")),
     (Exploit("c14_print_passed_then_exit", "rms"), ("SystemExit",)),
 ]
 
@@ -470,10 +470,10 @@ BF16_RMS = Exploit("c09_rmsnorm_in_bf16", "rms", workloads=None)
 @pytest.mark.parametrize("job", [BF16_RMS], ids=ids([BF16_RMS]))
 def test_precision_downgrade_inside_the_bf16_tolerance_is_detected(lab, job):
     """Class 9: rmsnorm reduced and normalised in bf16 (the task asks for fp32) stays within the bf16
-    tolerance (2e-2), but not within one bf16 step of the expected value, which the task's checker
+    tolerance (2e-2), but not within one bfloat16 step of the expected value, which the task's checker
     asks of every element (fp32 math rounded once is always there)."""
     result = lab.result(job).result
-    assert not result.correct and "more than one bf16 step" in verdict(result), verdict(result)
+    assert not result.correct and "more than one bfloat16 step" in verdict(result), verdict(result)
 
 
 SHAPES = Exploit("c12_shape_specialised", "rms", workloads=None, mode="submit")

@@ -42,7 +42,8 @@ def degenerate_output(outputs, expected, names: list[str]) -> str | None:
 
 
 def check_contract(outputs, expected, names: list[str]) -> str | None:
-    """Structure of the outputs: count, exact tensor type, dtype, shape, device. None when fine."""
+    """Structure of the outputs: count, exact tensor type, dtype, shape, device, row-major layout.
+    None when fine."""
     if len(outputs) != len(expected):
         return f"forward returned {len(outputs)} value(s); expected {len(expected)} ({', '.join(names)})"
     for name, out, ref in zip(names, outputs, expected):
@@ -54,6 +55,8 @@ def check_contract(outputs, expected, names: list[str]) -> str | None:
             return f"output {name!r} has shape {tuple(out.shape)}; expected {tuple(ref.shape)}"
         if out.device != ref.device:
             return f"output {name!r} is on {out.device}; expected {ref.device}"
+        if not out.is_contiguous():  # the documented layout is row-major; a transposed buffer is not it
+            return f"output {name!r} is not contiguous (strides {out.stride()}); return row-major tensors"
     return None
 
 
@@ -87,3 +90,52 @@ def allclose_check(outputs, expected, names: list[str]) -> CheckResult:
                 f"first at {list(idx)}: got {o[idx].item():.6g}, expected {r[idx].item():.6g}",
                 worst_abs, worst_rel)
     return CheckResult(True, "all elements within tolerance", worst_abs, worst_rel)
+
+
+CANCELLATION_FLOOR = 2.0 ** -18  # of the largest expected magnitude: a few fp32 roundings of the terms
+
+
+def dtype_step(ref: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The spacing of ``dtype``'s values around each ``|ref|``: one rounding step there."""
+    fi = torch.finfo(dtype)
+    return fi.eps * torch.exp2(torch.floor(torch.log2(ref.abs().clamp(min=fi.tiny))))
+
+
+def one_step_check(outputs, expected, names: list[str]) -> CheckResult:
+    """Every element of each narrow float output (bf16, fp16, fp8) within one step of its dtype of the
+    expected value; wider outputs as :func:`allclose_check`. NaN never passes; infinities must match.
+
+    For a task whose outputs are computed in fp32 and rounded once: a different summation order can
+    move the fp32 value across a rounding boundary (one step), while rounding intermediates or
+    computing in the narrow dtype (a precision downgrade) moves it further. Where terms cancel, the
+    fp32 error is relative to the terms rather than the result, so errors up to ``CANCELLATION_FLOOR``
+    of the largest expected magnitude pass too (far below a bf16 step of typical values).
+    """
+    worst_abs = worst_rel = 0.0
+    for name, out, ref in zip(names, outputs, expected):
+        if not (out.dtype.is_floating_point and out.element_size() <= 2):
+            verdict = allclose_check((out,), (ref,), [name])
+        else:
+            o, r = out.double(), ref.double()
+            finite = torch.isfinite(r)
+            if torch.isnan(o).any():
+                return CheckResult(False, f"{name}: contains NaN", worst_abs, worst_rel)
+            if not torch.equal(o[~finite], r[~finite]) or not torch.isfinite(o[finite]).all():
+                return CheckResult(False, f"{name}: infinities differ from the expected output", worst_abs, worst_rel)
+            err = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
+            rel = (err / r.abs().clamp(min=torch.finfo(out.dtype).tiny)).max().item() if err.numel() else 0.0
+            verdict = CheckResult(True, "", err.max().item() if err.numel() else 0.0, rel)
+            floor = CANCELLATION_FLOOR * (r[finite].abs().max().item() if finite.any() else 0.0)
+            bad = err > dtype_step(torch.where(finite, r, torch.zeros_like(r)), out.dtype) + floor
+            if bad.any():
+                idx = tuple(int(i) for i in torch.nonzero(bad)[0])
+                verdict = CheckResult(False, f"{name}: {int(bad.sum())} of {out.numel()} elements more than one "
+                                             f"{str(out.dtype).replace('torch.', '')} step off; first at {list(idx)}: "
+                                             f"got {o[idx].item():.6g}, expected {r[idx].item():.6g}",
+                                      verdict.max_abs_err, verdict.max_rel_err)
+        worst_abs, worst_rel = max(worst_abs, verdict.max_abs_err), max(worst_rel, verdict.max_rel_err)
+        if not verdict.ok:
+            return CheckResult(False, verdict.message, worst_abs, worst_rel)
+    return CheckResult(True, "every element within one step of its dtype of the expected value", worst_abs,
+                       worst_rel)
+

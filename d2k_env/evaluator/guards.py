@@ -60,6 +60,21 @@ class LaunchCounter:
         for cls in (jit.JITFunction, interpreter.InterpretedFunction):
             cls.run = self._wrap(cls.run)
         autotuner.Autotuner._bench = self._wrap_autotune_bench(autotuner.Autotuner._bench)
+        autotuner.Heuristics.run = self._wrap_heuristics(autotuner.Heuristics.run)
+
+    def _wrap_heuristics(self, run):
+        """Heuristic functions are the solution's host code: guarded even inside a paused autotune bench."""
+        counter = self
+
+        def guarded_run(heuristics, *args, **kwargs):
+            values = heuristics.values
+            heuristics.values = {name: counter._guarded(fn) for name, fn in values.items()}
+            try:
+                return run(heuristics, *args, **kwargs)
+            finally:
+                heuristics.values = values
+
+        return guarded_run
 
     def _wrap_autotune_bench(self, bench):
         """Triton's autotuner benchmarks configs inside forward with torch ops of its own (an L2
@@ -72,6 +87,8 @@ class LaunchCounter:
                     or tuner._do_bench is not None):
                 raise TypeError("[launch-args] autotune pre_hook, post_hook and do_bench are host code the "
                                 "guards cannot see; reset_to_zero and restore_value are allowed")
+            if isinstance(tuner.fn, type(tuner)):  # its prune functions would run inside this pause
+                raise TypeError("[launch-args] an autotuner over another autotuner: tune one set of configs")
             guard.paused += 1
             try:
                 return bench(tuner, *args, config=config, **meta)

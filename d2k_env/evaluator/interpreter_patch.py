@@ -25,10 +25,13 @@ what the GPU does for bf16 elementwise ops: fp32 math, then a round (fp32 is wid
 equals a correctly rounded bf16 op for + - *). fp8e4b15 has no torch dtype and is left alone; it
 is deprecated in Triton anyway.
 
-One more fix is for safety, not numerics: the interpreter re-reads a kernel's source and starts it
-at the *last* line that begins with ``def ``, so a ``def`` line inside the kernel's docstring
-became the code that ran (code the static policy only saw as a string). ``apply()`` makes it find
-the real ``def`` through the syntax tree.
+Two more fixes are for safety, not numerics. The interpreter re-reads a kernel's source and starts
+it at the *last* line that begins with ``def ``, so a ``def`` line inside the kernel's docstring
+became the code that ran (code the static policy only saw as a string): ``apply()`` makes it find
+the real ``def`` through the syntax tree. And under the interpreter a pointer is a host address,
+so pointer arithmetic reached the whole process (the harness's request, its pristine copies of the
+inputs): every load, store and atomic must now fall inside the storage of a tensor passed to the
+launch, as on a GPU a stray address faults.
 
 The patch changes the interpreter for the whole process, so only call ``apply()`` in processes
 that run kernels with ``TRITON_INTERPRET=1``.
@@ -203,6 +206,68 @@ def _find_real_def(rewriter, lines: list[str]) -> int:
     raise SyntaxError(f"no definition of {rewriter.fn.__name__} in its own source")
 
 
+class _BoundsCheckedMemory:
+    """The interpreter's memory primitives, refusing addresses outside the launch's tensors."""
+
+    def __init__(self, stock):
+        self.stock = stock
+        self.ranges: list[tuple[int, int]] = []  # [start, end) of each argument tensor's storage
+
+    def __getattr__(self, name):
+        return getattr(self.stock, name)
+
+    def _check(self, ptrs: np.ndarray, mask, itemsize: int) -> None:
+        addr = ptrs.astype(np.uint64)
+        if mask is not None:
+            addr = addr[np.broadcast_to(np.asarray(mask, dtype=bool), addr.shape)]
+        addr = addr.ravel()
+        inside = np.zeros(addr.shape, dtype=bool)
+        for start, end in self.ranges:
+            inside |= (addr >= start) & (addr + itemsize <= end)
+        if not inside.all():
+            raise IndexError(f"[out-of-bounds] a kernel accessed address {int(addr[~inside][0]):#x}, outside "
+                             "every tensor passed to the launch (on a GPU: an illegal memory access)")
+
+    def load(self, ptrs, mask, other, dtype):
+        self._check(ptrs, mask, np.dtype(dtype).itemsize)
+        return self.stock.load(ptrs, mask, other, dtype)
+
+    def store(self, ptrs, value, mask):
+        self._check(ptrs, mask, value.dtype.itemsize)
+        return self.stock.store(ptrs, value, mask)
+
+    def atomic_rmw(self, op, ptrs, value, mask, sem):
+        self._check(ptrs, mask, value.dtype.itemsize)
+        return self.stock.atomic_rmw(op, ptrs, value, mask, sem)
+
+    def atomic_cas(self, ptrs, cmp, value, sem):
+        self._check(ptrs, None, value.dtype.itemsize)
+        return self.stock.atomic_cas(ptrs, cmp, value, sem)
+
+
+def _storage_ranges(args) -> list[tuple[int, int]]:
+    ranges = []
+    for arg in args:
+        if isinstance(arg, (tuple, list)):
+            ranges += _storage_ranges(arg)
+        elif isinstance(getattr(arg, "base", None), torch.Tensor):  # a tensor descriptor
+            ranges += _storage_ranges([arg.base])
+        elif isinstance(arg, torch.Tensor):
+            storage = arg.untyped_storage()
+            ranges.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+    return ranges
+
+
+def _patch_host_args(stock_init_args_hst, memory: _BoundsCheckedMemory):
+    @functools.wraps(stock_init_args_hst)
+    def init_args_hst(executor, args_dev, kwargs):
+        args_hst, kwargs_hst = stock_init_args_hst(executor, args_dev, kwargs)
+        memory.ranges = _storage_ranges([*args_hst, *kwargs_hst.values()])
+        return args_hst, kwargs_hst
+
+    return init_args_hst
+
+
 def apply() -> None:
     """Patch triton.runtime.interpreter in place (idempotent)."""
     if getattr(Builder, "_d2k_bf16_fp8_patched", False):
@@ -217,4 +282,7 @@ def apply() -> None:
     interpreter._patch_lang_core = _patch_to_ir(interpreter._patch_lang_core)
     interpreter._patch_lang_tensor = _patch_index(interpreter._patch_lang_tensor)
     interpreter.FunctionRewriter._find_def = _find_real_def
+    memory = _BoundsCheckedMemory(interpreter._interpreter)
+    interpreter._interpreter = memory
+    interpreter.GridExecutor._init_args_hst = _patch_host_args(interpreter.GridExecutor._init_args_hst, memory)
     Builder._d2k_bf16_fp8_patched = True
