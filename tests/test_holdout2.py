@@ -16,8 +16,10 @@ mark to be removed.
 The honest probes r30-r38 must pass the static policy, and earn reward 1.0 where the interpreter can
 run them (r31: autotune needs a GPU driver; r32: libdevice does not run in Triton's interpreter).
 r35 launches through ``functools.partial(kernel[grid], ...)``: the launch graph only accepts a launch
-written as ``kernel[grid](...)`` in forward or a helper it calls, so r35 stays refused ([no-kernel]),
-by choice: a partial (or any other value) holding a kernel launch cannot be followed statically.
+written as ``kernel[grid](...)`` in forward or in a module-level function forward reaches (calls, or
+names: a launcher handed to functools.partial counts, see holdout3/q27), so r35 stays refused
+([no-kernel]), by choice: a partial (or any other value) holding ``kernel[grid]`` itself cannot be
+followed statically.
 """
 
 from __future__ import annotations

@@ -277,6 +277,74 @@ def test_holdout2_honest_idioms_pass(body):
     assert check_solution(IDIOM_KERNEL + body, ALLOWED) == []
 
 
+# Third hold-out round (tests/holdout3/): minimal violations (line counted after KERNEL) and the
+# honest counterparts that must stay clean.
+@pytest.mark.parametrize("body, rule, line", [
+    # q18: a match capture pattern rebinds an alias of tl.sum
+    ("from triton.language import sum as tl_sum\ndef h(v, axis):\n    return v\nmatch h:\n    case tl_sum:\n"
+     "        pass\ndef forward(x):\n    k[(1,)](x)\n    return x\n", "module-rebinding", 4),
+    ("def forward(x):\n    match x:\n        case _:\n            pass\n    k[(1,)](x)\n    return x\n",
+     "module-rebinding", 2),
+    # q04: Python doing the work inside a kernel body
+    ("@triton.jit\ndef k2(p, N: tl.constexpr):\n    v = [tl.load(p + i) for i in range(N)]\n"
+     "def forward(x):\n    k2[(1,)](x, N=4)\n    return x\n", "torch-work", 3),
+    ("@triton.jit\ndef k2(p):\n    v = int(tl.load(p))\n    tl.store(p, v)\n"
+     "def forward(x):\n    k2[(1,)](x)\n    return x\n", "torch-work", 3),
+    ("@triton.jit\ndef k2(p, n):\n    tl.store(p, float(n))\ndef forward(x):\n    k2[(1,)](x, 1)\n    return x\n",
+     "torch-work", 3),
+    ("import math\n@triton.jit\ndef k2(p):\n    tl.store(p, math.sqrt(tl.load(p)))\n"
+     "def forward(x):\n    k2[(1,)](x)\n    return x\n", "torch-work", 4),
+    ("from math import fsum\n@triton.jit\ndef k2(p):\n    tl.store(p, fsum((tl.load(p), 1.0)))\n"
+     "def forward(x):\n    k2[(1,)](x)\n    return x\n", "torch-work", 4),
+    ("@triton.jit\ndef k2(p):\n    a = tl.load(p)\n    v = [a, a]\n    tl.store(p, v[0])\n"
+     "def forward(x):\n    k2[(1,)](x)\n    return x\n", "torch-work", 4),
+    ("@triton.jit\ndef k2(p):\n    d = {0: tl.load(p)}\n    tl.store(p, d[0])\n"
+     "def forward(x):\n    k2[(1,)](x)\n    return x\n", "torch-work", 3),
+    ("@triton.jit\ndef k2(p):\n    tl.store(p, max(v for v in (tl.load(p), 1.0)))\n"
+     "def forward(x):\n    k2[(1,)](x)\n    return x\n", "torch-work", 3),
+])
+def test_holdout3_rules_name_their_rule_and_line(body, rule, line):
+    found = rules(body)
+    assert (rule, KERNEL.count("\n") + line) in found, found
+
+
+def test_a_referenced_helper_that_never_launches_is_still_no_kernel():
+    # q27's mirror: following every referenced function finds no launch here either
+    assert ("no-kernel", 1) in rules("def launch(x):\n    return x\ndef forward(x):\n    f = launch\n    return f(x)\n")
+
+
+@pytest.mark.parametrize("body", [
+    # int()/float()/bool() of literals, constexpr parameters and module constants; Python's math numbers;
+    # tl.math; list displays of constants (shapes); comprehensions and math in host code
+    "SCALE = 2.0\n@triton.jit\ndef k2(p, n, B: tl.constexpr, F: tl.constexpr):\n"
+    "    a = tl.zeros([B, 2], dtype=tl.float32) + float(SCALE) + int(B) + float(1) + bool(F) * math.pi\n"
+    "    y = tl.math.exp(tl.load(p)) * math.e + tl.math.log2(tl.load(p))\n"
+    "    tl.store(p, y + tl.sum(tl.reshape(a, [2 * B]), 0) + tl.sum(tl.sum(tl.reshape(a, [a.shape[0], a.shape[1]]), 1), 0))\n"
+    "def forward(x):\n    cfg = {b: b * 2 for b in [16, 32]}\n    n = int(math.sqrt(x.shape[0]))\n"
+    "    k2[(1,)](x, n, B=cfg[16] // 2, F=True)\n    return x\n",
+    # q27: the launcher handed to functools.partial, then called
+    "import functools\ndef _launch(x, n):\n    k[(1,)](x)\n    return x\n"
+    "def forward(x):\n    run = functools.partial(_launch, n=1)\n    return run(x)\n",
+    "def _launch(x):\n    k[(1,)](x)\n    return x\nLAUNCHERS = {'a': _launch}\n"
+    "def forward(x):\n    return (lambda: _launch(x))()\n",
+])
+def test_holdout3_honest_idioms_pass(body):
+    assert check_solution(KERNEL.replace("import torch\n", "import math\nimport torch\n") + body, ALLOWED) == []
+
+
+def test_oversized_sources_are_refused_before_parsing():
+    import time
+    big = KERNEL + "def forward(x):\n    k[(1,)](x)\n    return x\n" + "\n".join(
+        f"def h{i}(a):\n    return a + a" for i in range(30_000))
+    assert len(big) > 256 * 1024
+    t = time.monotonic()
+    found = check_solution(big, ALLOWED)
+    assert time.monotonic() - t < 0.5
+    assert [v.rule for v in found] == ["source-size"], found
+    small = KERNEL + "def forward(x):\n    k[(1,)](x)\n    return x\n" + "#" * (200 * 1024) + "\n"
+    assert check_solution(small, ALLOWED) == []
+
+
 # Odd inputs never make the checker raise: it reports (fails closed) instead.
 STRESS_SOURCES = [
     "\x00", "def forward(x):\n    return x\x00\n", "x = " + "-" * 100_000 + "1\n", "x = " + "(" * 5000 + ")" * 5000 + "\n",

@@ -371,6 +371,7 @@ class _Checker(ast.NodeVisitor):
         self.kernel_params: set[str] = set()
         self.metadata_locals: set[str] = set()  # host locals bound only to metadata (x.device, torch.finfo(...))
         self.source_lines: list[str] = []
+        self.module_bound: set[str] = set()  # set by check_solution: names the module binds
 
     def flag(self, rule: str, node: ast.AST, message: str) -> None:
         self.violations.append(Violation(rule, getattr(node, "lineno", 0), message))
@@ -560,6 +561,8 @@ class _Checker(ast.NodeVisitor):
                 self._check_triton_name(full, node)
             if self.in_kernel:
                 self._check_kernel_name(dotted.split(".")[0], node)
+                if root in self.aliases:
+                    self._check_kernel_math(full, node)
             return  # the chain's prefixes are not separate uses
         self.generic_visit(node)
 
@@ -582,6 +585,8 @@ class _Checker(ast.NodeVisitor):
                 self.flag("introspection", node, f"the module {full} may only be used as {node.id}.<name>")
             if self.in_kernel and isinstance(node.ctx, ast.Load):
                 self._check_kernel_name(node.id, node)
+                if node.id in self.aliases:
+                    self._check_kernel_math(full, node)
             if self.scope_locals is not None and isinstance(node.ctx, ast.Load) and \
                     node.id in self.mutable_globals and node.id not in self.scope_locals:
                 self._bare_mutable_global(node)
@@ -654,6 +659,12 @@ class _Checker(ast.NodeVisitor):
             self._check_state(func.value, node)
         if self.in_kernel:
             self._check_kernel_call(node)
+            if isinstance(func, ast.Name) and func.id in ("int", "float", "bool") and \
+                    func.id not in self.aliases and func.id not in self.module_bound and \
+                    not (len(node.args) == 1 and not node.keywords and self._kernel_constant(node.args[0])):
+                self.flag("torch-work", node, f"{func.id}(...) inside a @triton.jit function may take only a "
+                                              "literal, a tl.constexpr parameter or a module constant: on a "
+                                              "Triton value it makes a Python number that Python then works on")
         elif isinstance(func, ast.Attribute) and func.attr in TENSOR_METHODS \
                 and func.attr not in ALLOWED_TENSOR_METHODS:
             base = _dotted(func.value)
@@ -663,6 +674,45 @@ class _Checker(ast.NodeVisitor):
                                               "(only views, reshapes and shape queries are); do the work in a "
                                               "Triton kernel")
         self.generic_visit(node)
+
+    def _python_work(self, node: ast.AST, what: str) -> None:
+        if self.in_kernel:
+            self.flag("torch-work", node, f"{what} inside a @triton.jit function is not allowed: under the "
+                                          "interpreter it makes Python do the work; Triton cannot compile it")
+
+    def visit_ListComp(self, node: ast.AST) -> None:
+        self._python_work(node, "a comprehension")
+        self.generic_visit(node)
+
+    visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_ListComp
+
+    def visit_List(self, node: ast.List) -> None:
+        # Shapes (tl.zeros([BLOCK_M, BLOCK_N], ...)) are lists of constants; anything else is Python data.
+        if self.in_kernel and not all(self._kernel_constant(e) or _is_shape_entry(e) for e in node.elts):
+            self._python_work(node, "a list display of non-constant values")
+        self.generic_visit(node)
+
+    def visit_Set(self, node: ast.AST) -> None:
+        self._python_work(node, "a set display")
+        self.generic_visit(node)
+
+    def visit_Dict(self, node: ast.AST) -> None:
+        self._python_work(node, "a dict display")
+        self.generic_visit(node)
+
+    def _kernel_constant(self, node: ast.AST) -> bool:
+        """A literal, a tl.constexpr parameter of the kernel being visited, a module constant, or an
+        arithmetic of those (what int()/float()/bool() and list displays may take in a kernel)."""
+        return _is_constant_expr(node, self.constants | self.kernel_constexprs, self.all_aliases,
+                                 self.module_bound) and not any(
+            isinstance(n, ast.Call) for n in ast.walk(node))
+
+    def _check_kernel_math(self, full: str, node: ast.AST) -> None:
+        """Python's math module inside a kernel: its numbers may be read, its functions not (they work on
+        Python numbers, never on Triton values; Triton's own tl.math is another module)."""
+        if self.in_kernel and full.startswith("math.") and not isinstance(_lookup(full), (int, float)):
+            self.flag("torch-work", node, f"{full} inside a @triton.jit function is not allowed: Python's math "
+                                          "works on Python numbers, not Triton values (use tl.math / tl.*)")
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         if self.in_kernel and isinstance(node.target, ast.Name) and \
@@ -766,6 +816,12 @@ class _Checker(ast.NodeVisitor):
             self._rebinding(node.name, node)
         self.generic_visit(node)
 
+    def visit_Match(self, node: ast.AST) -> None:
+        # Capture patterns (case name:, case [a, *rest]:, case {**rest}:, ... as name) bind names that
+        # the rebinding and bound-name analyses, which follow ast.Name stores, would not see.
+        self.flag("module-rebinding", node, "match statements are not allowed: they are not needed in kernels "
+                                            "or launchers, and their capture patterns rebind names")
+
     def visit_Global(self, node: ast.Global) -> None:
         self.flag("introspection", node, "global statements are not allowed")
 
@@ -779,6 +835,12 @@ _DEF_LINE = re.compile(r"(async\s+)?def(\s|\\|$)")
 class _Line:
     """A node stand-in for a violation at a source line."""
     lineno: int
+
+
+def _is_shape_entry(node: ast.AST) -> bool:
+    """x.shape[i] (a constexpr in Triton): a list display of those is a shape, not Python data."""
+    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and \
+        node.value.attr == "shape" and isinstance(node.slice, ast.Constant)
 
 
 def _loop_bound_names(func: ast.AST) -> set[str]:
@@ -1058,7 +1120,6 @@ def _name_problems(tree: ast.Module, table: symtable.SymbolTable, aliases: dict[
     # Injected names: the interpreter fills in any of them the module lacks at the first launch (a
     # conditional or deleted binding would let the injected value through).
     import_lines: dict[str, list[tuple[int, str]]] = {}
-    other_lines: dict[str, int] = {}
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             for name, full in _import_bindings(node):
@@ -1107,16 +1168,24 @@ def _launch_graph(tree: ast.Module, aliases: dict[str, str]) -> str | None:
                 func = node.func
                 if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name) and func.value.id in kernels:
                     return None  # kernel[grid](...)
-                if isinstance(func, ast.Name):
-                    stack.append(func.id)
+            # Any module-level function a reachable function names (called, or handed to
+            # functools.partial, a dict, a lambda) may run: follow it.
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                stack.append(node.id)
     return (f"forward never launches a @triton.jit kernel defined in solution.py "
             f"(kernels defined: {', '.join(sorted(kernels))}; launch one as kernel[grid](...))")
+
+
+MAX_SOURCE_CHARS = 256 * 1024
 
 
 def check_solution(source: str, allowed_torch: frozenset[str] = frozenset(),
                    forbidden_imports: frozenset[str] = frozenset({"d2k_env", "baseline", "reference"})
                    ) -> list[Violation]:
     """All policy violations in ``source`` (empty when the solution may run)."""
+    if len(source) > MAX_SOURCE_CHARS:  # the checks are superlinear on some inputs: refuse before parsing
+        return [Violation("source-size", 1, f"solution.py has {len(source)} characters; at most "
+                                            f"{MAX_SOURCE_CHARS} are allowed")]
     try:
         tree = ast.parse(source)
         table = symtable.symtable(source, "solution.py", "exec")
@@ -1129,6 +1198,7 @@ def check_solution(source: str, allowed_torch: frozenset[str] = frozenset(),
         checker.kernel_names = {n.name for n in tree.body if _is_kernel(n, aliases)}
         checker.source_lines = source.splitlines()
         bound = _module_bound(table)
+        checker.module_bound = bound
         checker.constants = _module_constants(tree, aliases, bound)
         checker.mutable_globals = _module_mutables(tree, aliases)
         checker.protected = set(aliases) | MODULE_NAMES
