@@ -138,12 +138,13 @@ def test_file_read_write_probe_writes_nothing(tmp_path):
     assert not marker.exists(), "a policy-clean solution wrote a file outside its workspace"
 
 
-def test_policy_stress_never_raises_and_is_judged_on_its_kernel():
-    """r19 is an honest kernel in syntax the checker rarely sees: checked without raising, and accepted."""
+def test_policy_stress_never_raises_and_refuses_only_its_match_statement():
+    """r19 is an honest kernel in syntax the checker rarely sees: checked without raising. Its host
+    code dispatches with a `match` statement, which the policy refuses since the fourth red team
+    (capture patterns rebound an import's alias): a deliberate false positive on a rare idiom."""
     path = HOLDOUT2 / "r19_c19_policy_stress.py"
-    assert check_solution(path.read_text(), load_task(task_of(path)).allowed_torch) == []
-    result = evaluate_file(HOLDOUT2 / path.name)
-    assert result.correct, format_result(result)
+    found = check_solution(path.read_text(), load_task(task_of(path)).allowed_torch)
+    assert [v.rule for v in found] == ["module-rebinding"] and "match" in found[0].message, found
 
 
 @pytest.mark.parametrize("name, reason", params(RUNTIME_CASES))
