@@ -60,36 +60,52 @@ def check_contract(outputs, expected, names: list[str]) -> str | None:
     return None
 
 
+def compare_output(name: str, out: torch.Tensor, ref: torch.Tensor, bound, rel_floor: float, bound_text: str
+                   ) -> CheckResult:
+    """One output against its expected value: NaN never passes, infinities must appear exactly where
+    the expected output has them, and every finite element must be within ``bound(|ref|)`` of it."""
+    o, r = out.double(), ref.double()
+    if torch.isnan(o).any():
+        return CheckResult(False, f"{name}: contains NaN")
+    finite = torch.isfinite(r)
+    if not torch.equal(o[~finite], r[~finite]) or not torch.isfinite(o[finite]).all():
+        return CheckResult(False, f"{name}: infinities differ from the expected output")
+    if not finite.any():
+        return CheckResult(True, "")
+    err, magnitude = (o - r).abs()[finite], r.abs()[finite]
+    max_abs, max_rel = err.max().item(), (err / magnitude.clamp(min=rel_floor)).max().item()
+    bad = torch.zeros_like(finite)
+    bad[finite] = err > bound(magnitude)
+    if bad.any():
+        idx = tuple(int(i) for i in torch.nonzero(bad)[0])
+        return CheckResult(False, f"{name}: {int(bad.sum())} of {out.numel()} elements {bound_text}; first at "
+                                  f"{list(idx)}: got {o[idx].item():.6g}, expected {r[idx].item():.6g}",
+                           max_abs, max_rel)
+    return CheckResult(True, "", max_abs, max_rel)
+
+
+def _all_outputs(verdicts, passed: str) -> CheckResult:
+    """The first failing output's verdict, or a pass; either with the worst errors seen so far."""
+    worst_abs = worst_rel = 0.0
+    for verdict in verdicts:
+        worst_abs, worst_rel = max(worst_abs, verdict.max_abs_err), max(worst_rel, verdict.max_rel_err)
+        if not verdict.ok:
+            return CheckResult(False, verdict.message, worst_abs, worst_rel)
+    return CheckResult(True, passed, worst_abs, worst_rel)
+
+
+def _tolerance_verdict(name: str, out: torch.Tensor, ref: torch.Tensor) -> CheckResult:
+    # Integer or boolean outputs must match exactly.
+    atol, rtol = TOLERANCES.get(out.dtype, (0.0, 0.0))
+    return compare_output(name, out, ref, lambda m: atol + rtol * m, atol or 1e-30,
+                          f"outside atol={atol:g}, rtol={rtol:g}")
+
+
 def allclose_check(outputs, expected, names: list[str]) -> CheckResult:
     """Default checker: every element within the dtype's tolerance; NaN never passes, and infinities
     must appear exactly where the expected output has them."""
-    worst_abs = worst_rel = 0.0
-    for name, out, ref in zip(names, outputs, expected):
-        if out.dtype in TOLERANCES:
-            atol, rtol = TOLERANCES[out.dtype]
-            o, r = out.double(), ref.double()
-        else:  # integer or boolean outputs must match exactly
-            atol, rtol = 0.0, 0.0
-            o, r = out.double(), ref.double()
-        if torch.isnan(o).any():
-            return CheckResult(False, f"{name}: contains NaN")
-        finite = torch.isfinite(r)
-        if not torch.equal(o[~finite], r[~finite]) or not torch.isfinite(o[finite]).all():
-            return CheckResult(False, f"{name}: infinities differ from the expected output")
-        err = (o - r).abs()
-        bound = atol + rtol * r.abs()
-        max_abs = err[finite].max().item() if finite.any() else 0.0
-        max_rel = (err[finite] / r.abs()[finite].clamp(min=atol or 1e-30)).max().item() if finite.any() else 0.0
-        worst_abs, worst_rel = max(worst_abs, max_abs), max(worst_rel, max_rel)
-        bad = (err > bound) & finite
-        if bad.any():
-            idx = tuple(int(i) for i in torch.nonzero(bad)[0])
-            return CheckResult(
-                False,
-                f"{name}: {int(bad.sum())} of {out.numel()} elements outside atol={atol:g}, rtol={rtol:g}; "
-                f"first at {list(idx)}: got {o[idx].item():.6g}, expected {r[idx].item():.6g}",
-                worst_abs, worst_rel)
-    return CheckResult(True, "all elements within tolerance", worst_abs, worst_rel)
+    return _all_outputs((_tolerance_verdict(n, o, r) for n, o, r in zip(names, outputs, expected)),
+                        "all elements within tolerance")
 
 
 CANCELLATION_FLOOR = 2.0 ** -18  # of the largest expected magnitude: a few fp32 roundings of the terms
@@ -99,6 +115,16 @@ def dtype_step(ref: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """The spacing of ``dtype``'s values around each ``|ref|``: one rounding step there."""
     fi = torch.finfo(dtype)
     return fi.eps * torch.exp2(torch.floor(torch.log2(ref.abs().clamp(min=fi.tiny))))
+
+
+def _one_step_verdict(name: str, out: torch.Tensor, ref: torch.Tensor) -> CheckResult:
+    if not (out.dtype.is_floating_point and out.element_size() <= 2):
+        return _tolerance_verdict(name, out, ref)
+    r = ref.double()
+    finite = r[torch.isfinite(r)]
+    floor = CANCELLATION_FLOOR * (finite.abs().max().item() if finite.numel() else 0.0)
+    return compare_output(name, out, ref, lambda m: dtype_step(m, out.dtype) + floor, torch.finfo(out.dtype).tiny,
+                          f"more than one {str(out.dtype).replace('torch.', '')} step off")
 
 
 def one_step_check(outputs, expected, names: list[str]) -> CheckResult:
@@ -111,31 +137,5 @@ def one_step_check(outputs, expected, names: list[str]) -> CheckResult:
     fp32 error is relative to the terms rather than the result, so errors up to ``CANCELLATION_FLOOR``
     of the largest expected magnitude pass too (far below a bf16 step of typical values).
     """
-    worst_abs = worst_rel = 0.0
-    for name, out, ref in zip(names, outputs, expected):
-        if not (out.dtype.is_floating_point and out.element_size() <= 2):
-            verdict = allclose_check((out,), (ref,), [name])
-        else:
-            o, r = out.double(), ref.double()
-            finite = torch.isfinite(r)
-            if torch.isnan(o).any():
-                return CheckResult(False, f"{name}: contains NaN", worst_abs, worst_rel)
-            if not torch.equal(o[~finite], r[~finite]) or not torch.isfinite(o[finite]).all():
-                return CheckResult(False, f"{name}: infinities differ from the expected output", worst_abs, worst_rel)
-            err = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
-            rel = (err / r.abs().clamp(min=torch.finfo(out.dtype).tiny)).max().item() if err.numel() else 0.0
-            verdict = CheckResult(True, "", err.max().item() if err.numel() else 0.0, rel)
-            floor = CANCELLATION_FLOOR * (r[finite].abs().max().item() if finite.any() else 0.0)
-            bad = err > dtype_step(torch.where(finite, r, torch.zeros_like(r)), out.dtype) + floor
-            if bad.any():
-                idx = tuple(int(i) for i in torch.nonzero(bad)[0])
-                verdict = CheckResult(False, f"{name}: {int(bad.sum())} of {out.numel()} elements more than one "
-                                             f"{str(out.dtype).replace('torch.', '')} step off; first at {list(idx)}: "
-                                             f"got {o[idx].item():.6g}, expected {r[idx].item():.6g}",
-                                      verdict.max_abs_err, verdict.max_rel_err)
-        worst_abs, worst_rel = max(worst_abs, verdict.max_abs_err), max(worst_rel, verdict.max_rel_err)
-        if not verdict.ok:
-            return CheckResult(False, verdict.message, worst_abs, worst_rel)
-    return CheckResult(True, "every element within one step of its dtype of the expected value", worst_abs,
-                       worst_rel)
-
+    return _all_outputs((_one_step_verdict(n, o, r) for n, o, r in zip(names, outputs, expected)),
+                        "every element within one step of its dtype of the expected value")

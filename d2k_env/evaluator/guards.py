@@ -142,13 +142,14 @@ PLAIN_ARGUMENT_TYPES = (int, float, bool, str, type(None), torch.dtype)
 
 
 @functools.cache
-def _triton_kinds() -> tuple[type, ...]:
-    """Triton's own dtypes, kernels (a constexpr may name a device function) and tensor descriptors."""
+def _triton_kinds() -> tuple[type, tuple[type, ...]]:
+    """tl.constexpr, and Triton's own dtypes, kernels (a constexpr may name a device function) and
+    tensor descriptors."""
     import triton.language as tl
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
     from triton.tools.tensor_descriptor import TensorDescriptor
-    return tl.dtype, JITFunction, InterpretedFunction, TensorDescriptor
+    return tl.constexpr, (tl.dtype, JITFunction, InterpretedFunction, TensorDescriptor)
 
 
 def _plain(value, tensors_allowed: bool) -> bool:
@@ -156,10 +157,10 @@ def _plain(value, tensors_allowed: bool) -> bool:
         return True
     if type(value) is tuple:  # tuples of plain values (shapes, tuples of pointers)
         return all(_plain(v, tensors_allowed) for v in value)
-    import triton.language as tl
-    if isinstance(value, tl.constexpr):
-        return type(value) is tl.constexpr and _plain(value.value, False)
-    return isinstance(value, _triton_kinds()) and type(value).__module__.startswith("triton.")
+    constexpr, kinds = _triton_kinds()
+    if isinstance(value, constexpr):
+        return type(value) is constexpr and _plain(value.value, False)
+    return isinstance(value, kinds) and type(value).__module__.startswith("triton.")
 
 
 @functools.cache

@@ -116,7 +116,6 @@ ALLOWED_TENSOR_METHODS = frozenset({
 })
 TENSOR_METHODS = frozenset(n for n in dir(torch.Tensor) if not n.startswith("__"))
 
-JIT_DECORATORS = frozenset({"jit", "autotune", "heuristics"})
 # A kernel: decorated with triton.jit, and otherwise only with these (resolved through the imports).
 KERNEL_DECORATORS = frozenset({"triton.jit", "triton.autotune", "triton.heuristics"})
 
@@ -215,11 +214,6 @@ def _dotted(node: ast.AST) -> str | None:
         parts.append(node.id)
         return ".".join(reversed(parts))
     return None
-
-
-def _decorator_name(node: ast.AST) -> str:
-    target = node.func if isinstance(node, ast.Call) else node
-    return (_dotted(target) or "").rsplit(".", 1)[-1]
 
 
 def _is_dunder(name: str) -> bool:

@@ -237,7 +237,7 @@ def _read_report(fd: int, timeout: float) -> dict:
     for line in reversed(data.splitlines()):
         try:
             report = json.loads(line)
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON, or not UTF-8
             continue
         if isinstance(report, dict):
             return report

@@ -174,9 +174,9 @@ class SolutionRun(Run):
         if self.launches.own_launches == before:
             return WorkloadResult(w.name, False, "[no-kernel] forward launched no @triton.jit kernel defined in "
                                                  "solution.py")
-        if self.new_threads():
+        if threads := self.new_threads():
             return WorkloadResult(w.name, False, f"[threads] forward left threads running "
-                                                 f"({', '.join(self.new_threads())}): the guards cannot see them")
+                                                 f"({', '.join(threads)}): the guards cannot see them")
         problem = output_problems(outputs, inputs, pristine, self.task.in_place_inputs, self.task.outputs)
         if problem:
             return WorkloadResult(w.name, False, problem)
@@ -229,9 +229,9 @@ class SolutionRun(Run):
         except BaseException as exc:  # noqa: BLE001
             wr.correct, wr.message = False, f"forward raised while being timed:\n{short_traceback(exc)}"
             return
-        if self.new_threads():
+        if threads := self.new_threads():
             wr.correct, wr.message = False, (f"[threads] forward left threads running while being timed "
-                                             f"({', '.join(self.new_threads())}): the guards cannot see them")
+                                             f"({', '.join(threads)}): the guards cannot see them")
             return
         if idle_calls:
             wr.correct, wr.message = False, (f"[no-kernel] forward launched none of solution.py's kernels on "
