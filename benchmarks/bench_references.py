@@ -87,7 +87,8 @@ def markdown(meta: dict, rows: list[dict]) -> str:
         "",
         f"Measured {meta['date']} on {meta['gpu']}, torch {meta['torch']}, triton {meta['triton']}, by "
         "`benchmarks/bench_references.py` with the evaluator's timing protocol: CUDA events, L2 flushed "
-        "before every call (cold cache), baseline and candidate interleaved on their own rotating inputs, "
+        "before every call (a write of twice its size, then a read as large: cold cache, no dirty lines), "
+        "baseline and candidate interleaved on their own rotating inputs, "
         f"adaptive repetitions (stop at 0.5% standard error or {meta['budget_s']} s), medians; spread = "
         "interquartile range / median; speedup CI = 95% bootstrap interval.",
         f"Ceilings measured in the same run (best of 20 after warm-up): copy {meta['ceilings']['copy_gbs']:.0f} GB/s "

@@ -5,8 +5,9 @@
   the width a compile-time constant (inductor's form, now the reference).
 - per_token_group_quant_fp8 4096x7168 (88 MB): 78% of the 1 GiB copy's bandwidth but 97% of a copy
   of its own size. Candidates: other groups-per-program / warp counts, and a persistent grid.
-  Diagnostic: the same kernels timed with a flush that leaves the L2 clean (a read of twice its size)
-  instead of dirty (the protocol's write), to measure how much of the gap is the flush's write-back.
+  Diagnostic: the same kernels timed after a flush that leaves the L2 dirty (a write only, the
+  protocol until 2026-12-01) and after the protocol's flush, which leaves it clean, to measure how
+  much of the gap is the flush's write-back.
 
 Every candidate is checked against the baseline, then timed against torch.compile(baseline) with
 the evaluator's own protocol (time_pair: cold L2, interleaved, medians), in two rounds:
@@ -28,11 +29,12 @@ DEV = torch.device("cuda")
 SMS = torch.cuda.get_device_properties(DEV).multi_processor_count if torch.cuda.is_available() else 132
 
 
-class CleanFlusher(L2Flusher):
-    """Evicts the L2 by reading a buffer twice its size: the lines left behind are clean."""
+class DirtyFlusher(L2Flusher):
+    """The protocol's flush before 2026-12-01: a write of twice the L2, whose dirty lines the timed
+    call then writes back."""
 
     def __call__(self) -> None:
-        self.buffer.sum()
+        self.buffer.zero_()
 
 
 # -- RMSNorm candidates ----------------------------------------------------------------------------------
@@ -255,7 +257,7 @@ def main() -> None:
     ap.add_argument("--workloads", nargs="+", default=["4096x7168"])
     ap.add_argument("--dump", default=None, help="folder for inductor's generated code")
     args = ap.parse_args()
-    flushes = {"dirty": L2Flusher(DEV), "clean": CleanFlusher(DEV)}
+    flushes = {"dirty": DirtyFlusher(DEV), "clean": L2Flusher(DEV)}
     print(f"{torch.cuda.get_device_name(DEV)}, torch {torch.__version__}, triton {triton.__version__}, {SMS} SMs")
     candidates = {"fused_add_rmsnorm": rmsnorm_candidates, "per_token_group_quant_fp8": quant_candidates}
     for task_id in args.tasks:

@@ -61,6 +61,14 @@ def test_exception_in_forward_names_each_workload(evaluator, tmp_path):
     assert all(not w.correct and "ValueError: boom" in w.message for w in result.workloads)
 
 
+def test_torch_work_before_an_exception_is_named_as_the_rule_broken(evaluator, tmp_path, monkeypatch):
+    monkeypatch.setattr("d2k_env.evaluator.check_solution", lambda source, allowed: [])
+    body = "def forward(x, r, w):\n    copy(x, torch.empty_like(x))\n    s = x + r\n    raise ValueError('after')\n"
+    result = evaluator.evaluate(solution(tmp_path, body))
+    assert all(w.message.startswith("[torch-work]") and "aten.add" in w.message and "ValueError: after" in w.message
+               for w in result.workloads), format_result(result)
+
+
 @pytest.mark.parametrize("body, message", [
     ("def forward(x, r, w):\n    return copy(x, torch.empty_like(x))\n", "returned 1 value(s); expected 2"),
     ("def forward(x, r, w):\n    y = torch.empty(x.shape, dtype=torch.float32, device=x.device)\n"

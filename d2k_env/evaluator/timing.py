@@ -1,10 +1,11 @@
 """Side-by-side GPU timing of a baseline and a candidate (see ../shared/MEASURING.md).
 
 Protocol: each side gets its own rotating input sets (never the warm-up set); before every timed
-call the L2 is flushed by writing a buffer twice its size, so numbers are cold-cache; CUDA events
-bracket each call, queued in small batches behind a GPU spin that lets the host get ahead, so
-samples hold device time only, never host launch latency; the whole device is synchronised before
-a batch and before its end events are read; the two sides alternate A B, B A so drift hits both;
+call the L2 is flushed (a buffer twice its size written, then another read), so numbers are
+cold-cache and no call pays for the flush's write-back; CUDA events bracket each call, queued in
+small batches behind a GPU spin that lets the host get ahead, so samples hold device time only,
+never host launch latency; the whole device is synchronised before a batch and before its end
+events are read; the two sides alternate A B, B A so drift hits both;
 repetitions continue until both medians have a relative standard error under ``target_rse`` or the
 time budget ends. Speedup = baseline median / candidate median, with a bootstrap interval over
 the paired samples.
@@ -42,15 +43,25 @@ class PairTiming:
 
 
 class L2Flusher:
-    """Evicts the L2 by zeroing a buffer twice its size."""
+    """Leaves the L2 cold and clean: zeroes a buffer twice its size, then reads another as large.
+
+    The write evicts everything (MEASURING.md's flush); the read evicts the write's own dirty lines,
+    so their write-back happens here and not inside the next timed call. Left dirty, they cost an
+    88 MB, 27 us kernel ~3 us on the H200 (benchmarks/NOTES.md), the same absolute tax on both
+    sides, which pulls the speedups of short kernels towards 1.
+    """
 
     def __init__(self, device: torch.device):
         props = torch.cuda.get_device_properties(device)
         l2 = getattr(props, "L2_cache_size", 0) or 64 * 2**20
-        self.buffer = torch.empty(2 * l2 // 4 + 1, dtype=torch.int32, device=device)
+        n = 2 * l2 // 4 + 1
+        self.buffer = torch.empty(n, dtype=torch.int32, device=device)
+        self.clean = torch.zeros(n, dtype=torch.int32, device=device)
+        self.sink = torch.empty((), dtype=torch.int32, device=device)
 
     def __call__(self) -> None:
         self.buffer.zero_()
+        torch.amax(self.clean, dim=0, out=self.sink)
 
 
 def _stats(samples: list[float]) -> Timing:

@@ -166,11 +166,11 @@ class SolutionRun(Run):
             with self.guard:
                 outputs = self.call(forward, inputs)
         except BaseException as exc:  # noqa: BLE001
-            return WorkloadResult(w.name, False, f"forward raised:\n{short_traceback(exc)}")
+            raised = f"forward raised:\n{short_traceback(exc)}"
+            # Work done before the exception is named first: it is the rule broken, the crash its aftermath.
+            return WorkloadResult(w.name, False, f"{self.torch_work()}\n{raised}" if self.guard.forbidden else raised)
         if self.guard.forbidden:
-            ops = ", ".join(sorted(set(self.guard.forbidden))[:5])
-            return WorkloadResult(w.name, False, f"[torch-work] forward ran torch operators outside Triton "
-                                                 f"kernels ({ops}); only allocation and views are allowed")
+            return WorkloadResult(w.name, False, self.torch_work())
         if self.launches.own_launches == before:
             return WorkloadResult(w.name, False, "[no-kernel] forward launched no @triton.jit kernel defined in "
                                                  "solution.py")
@@ -188,6 +188,11 @@ class SolutionRun(Run):
                                                      f"{MIN_OWN_KERNEL_SHARE:.0%} required)")
         torch.save([o.detach().cpu() for o in outputs], outputs_file(self.req, w.name, "check"))
         return WorkloadResult(w.name, True, "ran; outputs saved for the checker")
+
+    def torch_work(self) -> str:
+        ops = ", ".join(sorted(set(self.guard.forbidden))[:5])
+        return (f"[torch-work] forward ran torch operators outside Triton kernels ({ops}); only allocation "
+                f"and views are allowed")
 
     def own_kernel_share(self, forward, inputs: tuple) -> float | None:
         """Fraction of forward's GPU kernel time spent in kernels launched from solution.py."""

@@ -28,7 +28,7 @@ def _torch_rmsnorm(args):
         y = args["y_ptr"]
         r_out = args["r_ptr"]
         n = args["N"]
-        zero = torch.zeros(1, dtype=torch.float32)
+        zero = torch.zeros(1, dtype=torch.float32, device=x.device)
         rf = x + zero + res                    # fp32 sum of the bf16 inputs
         r_out[:] = rf                          # rounded once to bf16
         ss = sum(rf.T * rf.T)                  # per-row sum of squares (iterates columns)
