@@ -801,11 +801,13 @@ def test_gpu_stateful_exploit_is_refused_by_the_policy(name, task, markers):
     ("c15_late_corruption", "merge", ("[late-corruption]",)),
     ("c18_zero_time_workload", "rms", ("[no-kernel]",)),
     ("c04_side_stream_via_walrus_alias", "rms", ("[side-stream]",)),
+    ("c16_l2_persistence", "rms", ("[l2-persistence]",)),
 ])
 def test_gpu_stateful_exploit_is_caught_at_runtime_behind_the_policy(name, task, markers):
     """The same exploits with the static policy bypassed: the runtime layer alone must score them 0.
     Replays are timed calls that launch none of the solution's kernels ([no-kernel]) or return stale
-    outputs on fresh values ([late-corruption]); a kernel on a side stream is refused at launch
+    outputs on fresh values ([late-corruption]); a kernel on a side stream is refused at launch; a
+    persisting-L2 set-aside is seen at the solution's launches ([l2-persistence])
     (H200, 2026-12-01: benchmarks/results/gpu-tests-2026-12-01.md)."""
     result = _cuda_eval(task, name, bypass_policy=True)
     assert not result.correct, [(w.name, w.message, w.speedup) for w in result.workloads]

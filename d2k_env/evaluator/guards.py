@@ -6,12 +6,16 @@ imported (so the solution can only ever see the harness's versions of what they 
 - :class:`LaunchCounter` counts launches of kernels defined in the solution file, and pauses the
   torch guard while a launch runs (the interpreter moves tensors with aten ops of its own); since
   the interpreted body can call back into its arguments there, a launch takes plain values only.
+- :func:`release_persisting_l2` and :func:`persisting_l2_bytes` keep the CUDA context's
+  persisting-L2 set-aside at 0: lines marked persisting survive the flush, so a solution that set
+  one aside would be timed on cached inputs.
 - :func:`harness_fingerprint` snapshots the functions timing relies on, to detect tampering.
 - :func:`output_problems` checks exact tensor types, aliasing of inputs and input mutation.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import inspect
 import time
@@ -53,6 +57,14 @@ class LaunchCounter:
         # The one CUDA stream launches may use (None: unchecked). Work on a side stream escapes
         # the timer's end event, which is recorded on this stream.
         self.stream = None
+        self.watch_l2 = False  # on the GPU: read the persisting-L2 set-aside at each own launch
+        self.l2_set_aside = 0  # the largest set-aside seen (bytes)
+        self.l2_window = 0  # the largest access-policy window seen on the stream (bytes)
+
+    def note_l2(self) -> None:
+        if self.watch_l2:
+            self.l2_set_aside = max(self.l2_set_aside, persisting_l2_bytes())
+            self.l2_window = max(self.l2_window, access_policy_window_bytes(self.stream))
 
     def install(self) -> None:
         from triton.runtime import autotuner, interpreter, jit
@@ -105,6 +117,7 @@ class LaunchCounter:
             if getattr(getattr(fn, "__code__", None), "co_filename", None) == counter.solution_path:
                 counter.own_launches += 1
                 counter.own_names.add(fn.__name__)
+                counter.note_l2()
             if getattr(kernel, "pre_run_hooks", None):
                 counter.guard.forbidden.append("pre-run hooks on a kernel (host code inside the launch)")
             problem = launch_argument_problem(fn, args, kwargs)
@@ -187,6 +200,71 @@ def launch_argument_problem(fn, args: tuple, kwargs: dict) -> str | None:
     return None
 
 
+_CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
+_CUDA_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW = 1
+
+
+@functools.lru_cache(maxsize=1)
+def _driver() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+
+
+def persisting_l2_bytes() -> int:
+    """The current CUDA context's persisting-L2 set-aside in bytes (cuCtxGetLimit); 0 without a driver."""
+    driver, value = _driver(), ctypes.c_size_t(0)
+    if driver is None or driver.cuCtxGetLimit(ctypes.byref(value), _CU_LIMIT_PERSISTING_L2_CACHE_SIZE) != 0:
+        return 0
+    return value.value
+
+
+def release_persisting_l2() -> None:
+    """Sets the set-aside to 0 before the solution loads. A context may start with one (11 MiB on the
+    H200, 2026-12-01), in which a stream's access-policy window alone would keep lines past the
+    flush; with none, persisting accesses are normal ones, and any set-aside seen later is the
+    solution's."""
+    driver = _driver()
+    if driver is not None and driver.cuCtxSetLimit(_CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(0)) != 0:
+        raise RuntimeError("could not release the persisting-L2 set-aside (cuCtxSetLimit failed)")
+
+
+class _AccessPolicyWindow(ctypes.Structure):
+    _fields_ = [("base_ptr", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hit_ratio", ctypes.c_float),
+                ("hit_prop", ctypes.c_int), ("miss_prop", ctypes.c_int)]
+
+
+class _StreamAttrValue(ctypes.Union):
+    _fields_ = [("window", _AccessPolicyWindow), ("pad", ctypes.c_char * 64)]
+
+
+@functools.lru_cache(maxsize=1)
+def _runtime() -> ctypes.CDLL | None:
+    """The CUDA runtime torch loaded (the one a stream handle belongs to)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            path = next((line.split()[-1] for line in maps if "/libcudart.so" in line), None)
+        return ctypes.CDLL(path) if path else None
+    except OSError:
+        return None
+
+
+def access_policy_window_bytes(stream: torch.cuda.Stream | None) -> int:
+    """Bytes covered by the access-policy window on ``stream`` (0: none, or unreadable). Kernels
+    launched into a stream inherit its window, the baseline's included: one left there changes how
+    both sides use the L2 (the H200 ran the baseline 2.6-3.8x slower under h36's window)."""
+    rt = _runtime()
+    if stream is None or rt is None:
+        return 0
+    value = _StreamAttrValue()
+    if rt.cudaStreamGetAttribute(ctypes.c_void_p(stream.cuda_stream), _CUDA_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW,
+                                 ctypes.byref(value)) != 0:
+        rt.cudaGetLastError()  # leaves no sticky error for torch's next check
+        return 0
+    return value.window.num_bytes
+
+
 def harness_fingerprint() -> dict[str, int]:
     """Identities of the functions the timing and checking code calls through module attributes."""
     targets = {
@@ -205,6 +283,9 @@ def harness_fingerprint() -> dict[str, int]:
                     ("time_pair", "time_batch", "graph_time", "measure_ceilings", "_stats", "_stream_times",
                      "_best_event_time")})
     targets["timing.L2Flusher.__call__"] = timing.L2Flusher.__call__
+    targets["guards.persisting_l2_bytes"] = persisting_l2_bytes
+    targets["guards.access_policy_window_bytes"] = access_policy_window_bytes
+    targets["guards.LaunchCounter.note_l2"] = LaunchCounter.note_l2
     return {name: id(obj) for name, obj in targets.items()}
 
 

@@ -28,7 +28,8 @@ from types import ModuleType
 import torch
 
 from d2k_env.evaluator.checking import as_tuple, verdict_for
-from d2k_env.evaluator.guards import LaunchCounter, TorchWorkGuard, harness_fingerprint, output_problems
+from d2k_env.evaluator.guards import (LaunchCounter, TorchWorkGuard, harness_fingerprint, output_problems,
+                                     release_persisting_l2)
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, WorkloadResult, derive_seed
 from d2k_env.task import Task, Workload, load_task
 
@@ -109,6 +110,9 @@ class SolutionRun(Run):
         self.guard = TorchWorkGuard(self.task.allowed_torch)
         self.launches = LaunchCounter(self.req.solution_path, self.guard)
         self.launches.install()
+        if self.device.type == "cuda":
+            torch.zeros(1, device=self.device)  # creates the context whose set-aside is released
+            release_persisting_l2()
         fingerprint = harness_fingerprint()
         self.threads = set(threading.enumerate())
         try:
@@ -125,6 +129,7 @@ class SolutionRun(Run):
             return self.result
         if self.device.type == "cuda":
             self.launches.stream = torch.cuda.current_stream()
+            self.launches.watch_l2 = True
         timed = self.req.mode in ("benchmark", "submit") and self.device.type == "cuda"
         if timed:
             self.channel.phase("ceilings")
@@ -171,6 +176,9 @@ class SolutionRun(Run):
             return WorkloadResult(w.name, False, f"{self.torch_work()}\n{raised}" if self.guard.forbidden else raised)
         if self.guard.forbidden:
             return WorkloadResult(w.name, False, self.torch_work())
+        self.launches.note_l2()
+        if self.launches.l2_set_aside or self.launches.l2_window:
+            return WorkloadResult(w.name, False, self.l2_persistence())
         if self.launches.own_launches == before:
             return WorkloadResult(w.name, False, "[no-kernel] forward launched no @triton.jit kernel defined in "
                                                  "solution.py")
@@ -194,6 +202,15 @@ class SolutionRun(Run):
         return (f"[torch-work] forward ran torch operators outside Triton kernels ({ops}); only allocation "
                 f"and views are allowed")
 
+    def l2_persistence(self) -> str:
+        seen, what = self.launches, []
+        if seen.l2_set_aside:
+            what.append(f"{seen.l2_set_aside / 2**20:.0f} MiB of L2 set aside for persisting lines")
+        if seen.l2_window:
+            what.append(f"an access-policy window of {seen.l2_window / 2**20:.0f} MiB on the stream")
+        return (f"[l2-persistence] forward left {' and '.join(what)}: persisting lines survive the flush, and "
+                f"a stream's window applies to the baseline's kernels too")
+
     def own_kernel_share(self, forward, inputs: tuple) -> float | None:
         """Fraction of forward's GPU kernel time spent in kernels launched from solution.py."""
         own = self.launches.own_names
@@ -216,6 +233,7 @@ class SolutionRun(Run):
             nonlocal calls, idle_calls
             before = self.launches.own_launches
             out = forward(*args)
+            self.launches.note_l2()
             calls += 1
             idle_calls += self.launches.own_launches == before
             return out
@@ -241,6 +259,9 @@ class SolutionRun(Run):
         if idle_calls:
             wr.correct, wr.message = False, (f"[no-kernel] forward launched none of solution.py's kernels on "
                                              f"{idle_calls} of its {calls} timed calls: it did no work there")
+            return
+        if self.launches.l2_set_aside or self.launches.l2_window:
+            wr.correct, wr.message = False, self.l2_persistence()
             return
         torch.save([o.detach().cpu() for o in late], outputs_file(self.req, w.name, "timed"))
         wr.baseline_ms, wr.solution_ms = pair.baseline.median_ms, pair.candidate.median_ms

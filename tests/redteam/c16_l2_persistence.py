@@ -29,8 +29,13 @@ def _rmsnorm_rows(x_ptr, r_ptr, w_ptr, y_ptr, ro_ptr, N, eps, BLOCK: tl.constexp
 
 def forward(x, residual, weight):
     if "cudart" not in _STATE:
-        _STATE["cudart"] = ctypes.CDLL("libcudart.so")
-        _STATE["cudart"].cudaDeviceSetLimit(_CUDA_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(64 << 20))
+        for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):  # torch loaded one of these
+            try:
+                _STATE["cudart"] = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        _STATE["cudart"].cudaDeviceSetLimit(_CUDA_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(32 << 20))  # under the H200's 37 MiB maximum
     M, N = x.shape
     y, r = torch.empty_like(x), torch.empty_like(x)
     _rmsnorm_rows[(M,)](x, residual, weight, y, r, N, 1e-6, BLOCK=triton.next_power_of_2(N))
