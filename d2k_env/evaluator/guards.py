@@ -57,14 +57,20 @@ class LaunchCounter:
         # The one CUDA stream launches may use (None: unchecked). Work on a side stream escapes
         # the timer's end event, which is recorded on this stream.
         self.stream = None
-        self.watch_l2 = False  # on the GPU: read the persisting-L2 set-aside at each own launch
+        # On the GPU (watch_l2): the persisting-L2 set-aside and the stream's access-policy window,
+        # read at each own launch; the window counts when it differs from the one read before the
+        # solution loaded (the harness sets none).
+        self.watch_l2 = False
+        self.window_at_start = 0
         self.l2_set_aside = 0  # the largest set-aside seen (bytes)
-        self.l2_window = 0  # the largest access-policy window seen on the stream (bytes)
+        self.l2_window = 0  # the largest changed window seen (bytes)
 
     def note_l2(self) -> None:
         if self.watch_l2:
             self.l2_set_aside = max(self.l2_set_aside, persisting_l2_bytes())
-            self.l2_window = max(self.l2_window, access_policy_window_bytes(self.stream))
+            window = access_policy_window_bytes(self.stream)
+            if window != self.window_at_start:
+                self.l2_window = max(self.l2_window, window, 1)
 
     def install(self) -> None:
         from triton.runtime import autotuner, interpreter, jit

@@ -28,8 +28,8 @@ from types import ModuleType
 import torch
 
 from d2k_env.evaluator.checking import as_tuple, verdict_for
-from d2k_env.evaluator.guards import (LaunchCounter, TorchWorkGuard, harness_fingerprint, output_problems,
-                                     release_persisting_l2)
+from d2k_env.evaluator.guards import (LaunchCounter, TorchWorkGuard, access_policy_window_bytes,
+                                     harness_fingerprint, output_problems, release_persisting_l2)
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, WorkloadResult, derive_seed
 from d2k_env.task import Task, Workload, load_task
 
@@ -113,6 +113,7 @@ class SolutionRun(Run):
         if self.device.type == "cuda":
             torch.zeros(1, device=self.device)  # creates the context whose set-aside is released
             release_persisting_l2()
+            self.launches.window_at_start = access_policy_window_bytes(torch.cuda.current_stream())
         fingerprint = harness_fingerprint()
         self.threads = set(threading.enumerate())
         try:
@@ -207,7 +208,7 @@ class SolutionRun(Run):
         if seen.l2_set_aside:
             what.append(f"{seen.l2_set_aside / 2**20:.0f} MiB of L2 set aside for persisting lines")
         if seen.l2_window:
-            what.append(f"an access-policy window of {seen.l2_window / 2**20:.0f} MiB on the stream")
+            what.append(f"an access-policy window on the stream (now {seen.l2_window / 2**20:.0f} MiB)")
         return (f"[l2-persistence] forward left {' and '.join(what)}: persisting lines survive the flush, and "
                 f"a stream's window applies to the baseline's kernels too")
 
