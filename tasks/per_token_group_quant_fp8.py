@@ -2,7 +2,7 @@
 
 import torch
 
-from d2k_env.evaluator.checking import compare_output, dtype_step
+from d2k_env.evaluator.checking import changed_elements_check, compare_output, dtype_step
 from d2k_env.task import CheckResult, Roofline, Workload
 
 TITLE = "Per-token-group fp8 quantisation"
@@ -20,7 +20,8 @@ For every group g, in fp32:
     scale[g] = max(amax(|x_g|), {EPS}) / {FP8_MAX}
     q_g      = clamp(x_g / scale[g], -{FP8_MAX}, {FP8_MAX}) cast to float8_e4m3fn (round to nearest even)
 Return (q [M, K] float8_e4m3fn, scales [M, K/{GROUP}] fp32, row-major).
-Checked: scales to fp32 rounding; each fp8 value within one fp8 step of the expected value.
+Checked: scales to fp32 rounding; each fp8 value within one fp8 step of the expected value, and at
+most 0.5% of them off at all (fp32 math rounded once differs only at exact ties).
 """
 OUTPUTS = ["q", "scales"]
 
@@ -53,6 +54,12 @@ def roofline(w):
     return Roofline(bytes=3 * M * K + 4 * M * K // GROUP, flops=3 * M * K)
 
 
+# bf16 inputs put many x / scale exactly on fp8 ties, which any fp32 rounding difference flips. On
+# 4096x7168 (CPU, torch): x * (1 / scale) changes 0.05% of q, a scale one ulp off 0.14%; a bf16
+# reciprocal of the scale changes 1.6% (3.1% with the product in bf16 too).
+MAX_CHANGED_FRACTION = 0.005
+
+
 def check(outputs, expected, inputs):
     q, scales = outputs
     q_ref, scales_ref = expected
@@ -64,7 +71,10 @@ def check(outputs, expected, inputs):
                              "more than one fp8 step off")
     if not verdict.ok:
         return verdict
-    return CheckResult(True, "q within one fp8 step everywhere; scales match", verdict.max_abs_err,
+    changed = changed_elements_check("q", q, q_ref, MAX_CHANGED_FRACTION)
+    if not changed.ok:
+        return CheckResult(False, changed.message, verdict.max_abs_err, verdict.max_rel_err)
+    return CheckResult(True, "q within one fp8 step everywhere and rarely off; scales match", verdict.max_abs_err,
                        verdict.max_rel_err)
 
 HELDOUT_SHAPES = (f"any M >= 1 and K a multiple of {GROUP}; submit also checks two held-out shapes drawn at random: "

@@ -11,8 +11,7 @@ q18 (a ``match`` capture pattern rebinding an alias: match statements are refuse
 256 KB are refused before parsing, [source-size]) and the q27 false positive (the launch graph follows
 every module-level function a reachable function names, so a launcher handed to functools.partial
 counts). The other exploits are defended at run time (torch guard, held-out shapes, output contract,
-heap isolation); a hole still open there is marked ``xfail(strict=True, reason="HOLE (runtime): ...")``
-so that a fix turns it into XPASS and asks for the mark to be removed.
+heap isolation, and for q14 the fp8 checker's bound on how many elements may be off at all).
 
 The honest probes q20-q28 must pass the static policy, and earn reward 1.0 where the interpreter can
 run them (q20: libdevice.rsqrt does not run in Triton's interpreter itself).
@@ -38,10 +37,6 @@ HOLDOUT3 = Path(__file__).resolve().parent / "holdout3"
 TASK_IDS = ("fused_add_rmsnorm", "merge_attn_states", "per_token_group_quant_fp8")
 
 
-def runtime_hole(reason: str):
-    return pytest.mark.xfail(strict=True, reason=f"HOLE (runtime): {reason}")
-
-
 # file -> (expected reason in the verdict or None for any of REASONS, xfail mark or None); policy on.
 CPU_CASES = {
     "q02_c03_config_pre_hook_torch.py": ("[torch-work]", None),  # Config(pre_hook=...) runs guarded
@@ -55,8 +50,8 @@ CPU_CASES = {
     "q11_c03_host_math_fsum_iteration.py": ("[torch-work]", None),
     "q12_c09_merge_bf16_arithmetic.py": (None, None),  # a precision downgrade fails the tolerance
     "q13_c09_rmsnorm_bf16_arithmetic.py": (None, None),
-    "q14_c09_fp8_bf16_scale.py": (None, runtime_hole(
-        "quantising with a bf16 reciprocal of the scale stays within the one-fp8-step tolerance")),
+    # within one fp8 step everywhere, but 3% of q off where fp32 math moves 0.05-0.14%
+    "q14_c09_fp8_bf16_scale.py": ("lower precision inside", None),
     # its heap scan for the pristine clone is stopped first: [out-of-bounds]
     "q15_c08_mutate_input_and_pristine.py": ("[out-of-bounds]", None),
     "q16_c12_single_block_hardcoded.py": (None, None),  # a held-out shape with N > 1024

@@ -9,7 +9,7 @@ import torch
 from conftest import TASK_IDS
 from d2k_env.evaluator import Evaluator
 from d2k_env.prompt import build_prompt, describe_inputs
-from d2k_env.task import GUIDANCE_LAYERS, load_task
+from d2k_env.task import GUIDANCE_LAYERS, Workload, load_task
 
 SOLUTIONS = Path(__file__).parent / "solutions"
 
@@ -82,3 +82,32 @@ def test_reference_is_right_on_heldout_shapes_and_the_prompt_states_their_family
         held = [w for w in result.workloads if w.name.startswith("held-out")]
         assert result.correct and len(held) == 2, [(w.name, w.message) for w in result.workloads]
     ev.close()
+
+
+@pytest.mark.parametrize("variant, ok", [
+    ("x / scale", True),
+    ("x * (1 / scale)", True),  # 0.05% of q at fp8 ties move
+    ("scale one ulp off", True),  # 0.14%
+    ("bf16 reciprocal and product", False),  # 3.1%, every element still within one fp8 step
+])
+def test_fp8_checker_tells_fp32_rounding_from_lower_precision(variant, ok):
+    task = load_task("per_token_group_quant_fp8")
+    M, K = 256, 2048
+    (x,) = task.make_inputs(Workload("t", {"M": M, "K": K}), torch.Generator().manual_seed(1),
+                            torch.device("cpu"))
+    groups = x.float().reshape(M, K // 128, 128)
+    scale = groups.abs().amax(-1, keepdim=True).clamp(min=1e-10) / 448.0
+    scaled = {
+        "x / scale": groups / scale,
+        "x * (1 / scale)": groups * (1.0 / scale),
+        "scale one ulp off": groups / (scale * (1 + 2.0 ** -23)),
+        "bf16 reciprocal and product": (x.reshape(M, K // 128, 128) * (1.0 / scale).to(torch.bfloat16)).float(),
+    }[variant]
+
+    def quantise(v):
+        return v.clamp(-448.0, 448.0).to(torch.float8_e4m3fn).reshape(M, K)
+
+    expected = (quantise(groups / scale), scale.reshape(M, K // 128))
+    verdict = task.checker((quantise(scaled), expected[1]), expected, (x,))
+    assert verdict.ok is ok, verdict.message
+    assert ok or "lower precision inside" in verdict.message
