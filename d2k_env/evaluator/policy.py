@@ -4,55 +4,51 @@ A solution must define ``forward``, and ``forward`` must (directly or through he
 the file) launch a ``@triton.jit`` kernel defined in the file. Host code may use torch only for
 what the task allows (allocation, views, reshapes, shape and dtype queries): the work itself
 belongs in Triton kernels. Everything that could reach the harness (introspection, dynamic
-import, processes, threads, files, streams and graphs) is refused. Each violation names its rule
-and line; any violation scores 0.
+import, processes, threads, files, streams and graphs) is refused. Kernel bodies may call Triton's
+functions and tensor methods only: the GPU could compile nothing else, and only the CPU
+interpreter would run it as Python. Each violation names its rule and line; any scores 0.
 
-Triton kernel bodies may call Triton's functions and Triton tensor methods only (no torch at all,
-no calls of their own arguments, no item assignment, no in-place update of a constexpr): the GPU
-could not compile anything else, and only the CPU interpreter would run it as Python. The import
-and introspection rules apply to the whole file.
+==================  ===========================================================================
+rule                refuses
+==================  ===========================================================================
+[syntax]            a file that does not parse or nests too deeply to be checked
+[source-size]       sources over 256 KB, before parsing
+[no-kernel]         a ``forward`` that reaches no kernel of the file (the launch graph follows every
+                    module-level function a reachable one names); a kernel is decorated with
+                    ``triton.jit`` itself, with only ``autotune``/``heuristics`` besides
+[forbidden-import]  modules other than torch, triton, math, itertools, ``functools.partial``/
+                    ``reduce``; the baseline, reference and ``d2k_env``; ``from`` imports of dunders,
+                    frames, system modules or forbidden builtins; Triton's non-kernel subpackages
+                    (runtime, compiler, backends, knobs, testing, tools); relative and star imports
+[triton-internals]  the same reached through attribute chains: of Triton only ``jit``,
+                    ``autotune``, ``heuristics``, ``Config``, ``cdiv``, ``next_power_of_2`` and
+                    ``triton.language`` (with its math, extra and libdevice modules)
+[torch-work]        torch calls outside the task's allow-list; tensor methods called *or read* other
+                    than views, reshapes and metadata; in kernel bodies torch, calls of arguments,
+                    item assignment, ``.handle``/``.data``/``.base``/``.type``, and Python doing the
+                    arithmetic (comprehensions, displays, ``math.*``, ``int``/``float``/``bool`` of
+                    values)
+[introspection]     forbidden builtins (``eval``, ``exec``, ``getattr``, ``type``, ``open``, ``id``,
+                    ``hash``, ...), dunder, frame and code-object attributes, ``_private``
+                    attributes, a kernel object's attributes in host code, ``global``/``nonlocal``
+[tampering]         assigning or deleting any attribute
+[module-rebinding]  a module used other than as ``module.name`` (stored, passed, iterated); names
+                    bound by imports, and tl/triton/torch/math, rebound; ``match`` statements
+                    (their capture patterns rebind names)
+[unbound-name]      a loaded name neither bound in the file nor an allowed builtin (the interpreter
+                    copies its own globals, numpy among them, into the module)
+[class-definition]  ``class`` statements: ``__getattr__``, ``__bool__``, ``__len__`` would run host
+                    code inside a launch
+[hidden-state]      state kept between calls: module-level containers aliased or passed, mutable
+                    default arguments, import-time code other than pure helpers (no module-level
+                    tensors), module constants that are not constant expressions
+[kernel-source]     a line starting with ``def`` in a jit function other than its own: the
+                    interpreter re-reads the source and starts at the last such line
+[try-except]        ``try``/``except``: a failing kernel must fail, not fall back
+==================  ===========================================================================
 
-Rules added after the hold-out red team (tests/holdout/):
-
-- [forbidden-import] also covers the *names* a ``from`` import takes (dunders, frames and system
-  modules, forbidden builtins, any module outside the allowed set: ``from triton.testing import
-  sys``) and Triton's non-kernel subpackages (``triton.runtime``, ``triton.compiler``,
-  ``triton.backends``, ``triton.knobs``, ``triton.testing``, ``triton.tools``, ...);
-  [triton-internals] refuses the same through attribute chains (``triton.runtime.build.x``,
-  ``tl.core.knobs``, ``tl.extra.pkgutil``): only the kernel-writing API (``triton.jit``,
-  ``autotune``, ``heuristics``, ``Config``, ``cdiv``, ``next_power_of_2``, ``triton.language`` and
-  its ``math``/``extra``/libdevice modules) may be named.
-- [unbound-name]: every name the file loads must be bound in the file or be an allowed builtin
-  (Triton's interpreter copies its own globals, numpy among them, into the solution module at the
-  first launch); names the interpreter injects may be bound only by the import of that very object.
-- [class-definition]: no ``class`` statements (and no ``type``/``object``/``super`` builtins):
-  methods such as ``__getattr__``, ``__bool__`` or ``__len__`` run host code inside a launch.
-- [hidden-state] also covers mutable default arguments (``def forward(x, _cache={})``).
-- [module-rebinding]: names bound by imports, and ``tl``/``triton``/``torch``/``math``, may not be
-  rebound (a parameter named ``tl`` would make ``tl.abs()`` look like Triton's).
-- A kernel is a function decorated with ``triton.jit`` itself (resolved through the imports), with
-  only ``triton.autotune``/``triton.heuristics`` besides: a local ``def jit(f)`` makes no kernel.
-
-Rules added after the second hold-out red team (tests/holdout2/):
-
-- [kernel-source]: in a @triton.jit function (kernel or device function) only the real def line may
-  begin with ``def``: Triton's interpreter re-reads the source and starts the function at the last
-  line beginning with "def ", so one inside a docstring or string would be the code that runs.
-- [torch-work] covers tensor methods *read* in host code, not only called (``f = x.numpy; f()``):
-  only views, reshapes and metadata (shape, dtype, device, ndim, ...) may be named; ``numpy``,
-  ``tolist``, ``untyped_storage``, ``storage``, ``from_file``, ``tofile``, ``data``, ``grad``,
-  ``handle``, ... never, whatever the object. Kernel bodies may not name ``.handle``, ``.data``,
-  ``.base``, ``.type`` (the interpreter's numpy buffers) nor torch's tensor methods.
-- [introspection]: no ``_private`` attributes anywhere, no ``id``/``hash`` (an address is a pointer
-  under the interpreter), no attributes of a kernel object in host code (``k.add_pre_run_hook``).
-- [hidden-state]: code that runs at import may call only pure helpers (builtins, math, itertools,
-  triton's decorators, Config and cdiv, tl.constexpr, torch.finfo/iinfo/device): no module-level
-  tensors or helper results a kernel could keep state in. ``if __name__ == "__main__":`` blocks are
-  exempt (the worker loads the solution under another name).
-- Module constants (readable in kernels) are constant expressions: literals and operators, tuples,
-  other constants, math's numbers and functions, ``float('inf')``, ``tl.constexpr(...)``, dtypes and
-  ``torch.finfo(dtype).max``; a call of anything else is not a constant.
-- The checker fails closed: a file it cannot analyse is refused, never a crash.
+The checker fails closed: a file it cannot analyse is refused, never a crash. The exploit each
+rule stops is in tests/test_redteam.py and the hold-out suites (tests/holdout*/).
 """
 
 from __future__ import annotations
