@@ -19,7 +19,8 @@ Compute, per row, in fp32:
     y = r * rsqrt(mean(r * r) + eps) * weight
 Return (y, r_bf16), both [M, N] bf16, as new tensors (inputs must not be modified).
 Checked: every element of both outputs within one bf16 step of the expected value (fp32 math
-rounded once lands there whatever the summation order; bf16 arithmetic inside does not).
+rounded once lands there whatever the summation order, and so does normalising the rounded residual,
+as vLLM's kernel does; bf16 arithmetic inside does not).
 """
 OUTPUTS = ["y", "residual_out"]
 EPS = 1e-6

@@ -297,10 +297,13 @@ def harness_fingerprint() -> dict[str, int]:
 
 def output_problems(outputs: tuple, inputs: tuple, pristine: tuple, in_place: frozenset[int], names: list[str]
                     ) -> str | None:
-    """Exact tensor type, no storage shared with an input, inputs unchanged. None when fine."""
+    """Exact tensor type on the inputs' device, no storage shared with an input, inputs unchanged. None when fine."""
+    device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), None)
     for name, out in zip(names, outputs):
         if type(out) is not torch.Tensor:
             return f"[output-type] output {name!r} is a {type(out).__name__}, not a torch.Tensor"
+        if device is not None and out.device != device:  # meta tensors hold no values at all
+            return f"[output-type] output {name!r} is on {out.device}; the inputs are on {device}"
     input_storages = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
     for name, out in zip(names, outputs):
         if out.untyped_storage().data_ptr() in input_storages:

@@ -1051,6 +1051,51 @@ def _module_level_calls(tree: ast.Module, aliases: dict[str, str], bound: set[st
     return out
 
 
+ITERATOR_BUILTINS = frozenset({"iter", "map", "filter", "zip", "enumerate", "reversed"})
+
+
+def _module_level_state(tree: ast.Module, aliases: dict[str, str], mutables: set[str]) -> list[Violation]:
+    """[hidden-state] made at import without a tensor: an iterator kept past the statement that makes
+    it (``itertools.count()`` advances each time it is read), and containers bound into a
+    functools.partial (``partial(helper, [])``: the same list on every call)."""
+    out: list[Violation] = []
+
+    def callee(node: ast.Call) -> str:
+        dotted = _dotted(node.func) or "?"
+        return _resolve_with(aliases, dotted) if dotted.split(".")[0] in aliases else dotted
+
+    def is_iterator(node: ast.AST) -> bool:
+        if isinstance(node, ast.GeneratorExp):
+            return True
+        if not isinstance(node, ast.Call):
+            return False
+        name = callee(node)
+        return name.startswith("itertools.") or (name in ITERATOR_BUILTINS and name not in aliases)
+
+    def visit(node: ast.AST, parent: ast.AST | None) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return  # their bodies run later, under the function rules
+        partial = isinstance(node, ast.Call) and callee(node) == "functools.partial"
+        if partial:
+            for arg in [*node.args[1:], *(k.value for k in node.keywords)]:
+                if _is_mutable_value(arg, aliases) or (isinstance(arg, ast.Name) and arg.id in mutables):
+                    out.append(Violation("hidden-state", arg.lineno, "functools.partial binds a container or an "
+                                         "object made at import: every call would share it (state between calls)"))
+        consumed = (isinstance(parent, (ast.comprehension, ast.For)) and parent.iter is node) or \
+            (isinstance(parent, ast.Call) and node in parent.args and callee(parent) != "functools.partial")
+        if is_iterator(node) and not consumed:
+            out.append(Violation("hidden-state", node.lineno, "an iterator kept at module level advances each "
+                                 "time it is read (state between calls): consume it where it is made, e.g. "
+                                 "tuple(...)"))
+        for child in ast.iter_child_nodes(node):
+            visit(child, node)
+
+    for stmt in tree.body:
+        if not _is_main_guard(stmt):
+            visit(stmt, None)
+    return out
+
+
 def _module_mutables(tree: ast.Module, aliases: dict[str, str]) -> set[str]:
     """Module-level names bound to a container display or a call result (anything that may keep state)."""
     names = set()
@@ -1140,28 +1185,46 @@ def _non_import_bindings(table: symtable.SymbolTable) -> set[str]:
 
 
 def _launch_graph(tree: ast.Module, aliases: dict[str, str]) -> str | None:
-    """Why forward launches no kernel defined in the file, or None when it does."""
+    """Why forward launches no kernel defined in the file, or None when it does.
+
+    From ``forward``, every module-level function or binding a reachable function names is followed
+    (called, handed to functools.partial, stored in a dict or a lambda: it may run). A launch is
+    ``kernel[grid](...)`` on a kernel of the file, or ``param[grid](...)`` on a parameter of a
+    reachable function when a kernel of the file is named on the way (a kernel handed to a launcher);
+    the runtime's own count of launches confirms it."""
     functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    bindings = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                if isinstance(t, ast.Name)}
     kernels = {name for name, f in functions.items() if _is_kernel(f, aliases)}
     if "forward" not in functions:
         return "solution.py must define a module-level function forward(*inputs)"
     if not kernels:
         return "solution.py defines no @triton.jit kernel"
     seen, stack = set(), ["forward"]
+    kernel_named = parameter_launch = False
     while stack:
         name = stack.pop()
-        if name in seen or name not in functions or name in kernels:
+        if name in seen:
             continue
         seen.add(name)
-        for node in ast.walk(functions[name]):
-            if isinstance(node, ast.Call):
-                func = node.func
-                if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name) and func.value.id in kernels:
+        if name in kernels:
+            kernel_named = True
+            continue
+        body = functions.get(name) or bindings.get(name)
+        if body is None:
+            continue
+        params = {a.arg for a in ast.walk(body.args) if isinstance(a, ast.arg)} \
+            if isinstance(body, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
+        for node in ast.walk(body):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) and \
+                    isinstance(node.func.value, ast.Name):
+                if node.func.value.id in kernels:
                     return None  # kernel[grid](...)
-            # Any module-level function a reachable function names (called, or handed to
-            # functools.partial, a dict, a lambda) may run: follow it.
+                parameter_launch |= node.func.value.id in params
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 stack.append(node.id)
+    if parameter_launch and kernel_named:
+        return None
     return (f"forward never launches a @triton.jit kernel defined in solution.py "
             f"(kernels defined: {', '.join(sorted(kernels))}; launch one as kernel[grid](...))")
 
@@ -1195,6 +1258,7 @@ def check_solution(source: str, allowed_torch: frozenset[str] = frozenset(),
         checker.visit(tree)
         checker.violations.extend(_name_problems(tree, table, aliases))
         checker.violations.extend(_module_level_calls(tree, aliases, bound))
+        checker.violations.extend(_module_level_state(tree, aliases, checker.mutable_globals))
     except SyntaxError as exc:
         return [Violation("syntax", exc.lineno or 0, f"SyntaxError: {exc.msg}")]
     except (RecursionError, MemoryError):
