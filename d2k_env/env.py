@@ -52,7 +52,7 @@ def _action_text(action: Any) -> str:
     """The action as recorded for replay: JSON when it can be written as JSON, else a description."""
     try:
         return json.dumps(action)
-    except (TypeError, ValueError, RecursionError):
+    except Exception:  # noqa: BLE001 - whatever a mapping's own methods raise
         return f"<an action that is not JSON-serialisable: {type(action).__name__}>"
 
 
@@ -158,12 +158,19 @@ class KernelEnv(gym.Env):
         if self._terminated:
             text = "The episode has ended (the solution was submitted). Call reset() to start a new one."
             return self._observe(text), 0.0, True, False, self._info(error="episode already ended")
+        if self._steps >= self.max_steps:  # whether or not a TimeLimit wrapper stops the caller
+            text = (f"The episode has ended (its budget of {self.max_steps} steps is used up). Call reset() "
+                    "to start a new one.")
+            return self._observe(text), 0.0, False, True, self._info(error="step budget used up")
         self._steps += 1
-        self._actions.append(action if isinstance(action, str) else _action_text(action))
+        # What is recorded is what runs: a dict action is parsed from its JSON text, so replay
+        # (which has only the text) takes the same action.
+        recorded = action if isinstance(action, str) else _action_text(action)
+        self._actions.append(recorded)
         info: dict[str, Any] = {}
         reward = 0.0
         try:
-            call = parse_action(action)
+            call = parse_action(recorded)
         except ActionError as exc:
             text = f"ERROR: {exc}"
             info["error"] = str(exc)

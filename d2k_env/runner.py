@@ -335,7 +335,7 @@ def submission_metrics(evaluation: dict[str, Any] | None) -> dict[str, Any]:
     if evaluation is None:
         return {"submitted": False, "correct": False, "timed": False, "speedup": None, "roofline_fraction": None}
     correct, timed = bool(evaluation.get("correct")), bool(evaluation.get("timed"))
-    workloads = evaluation.get("workloads") or []
+    workloads = [w for w in evaluation.get("workloads") or [] if not w.get("heldout")]  # held-out: never timed
     speedups = [w["speedup"] for w in workloads if w.get("speedup")]
     fractions = [w["roofline_fraction"] for w in workloads if w.get("roofline_fraction")]
     usable = correct and timed and workloads

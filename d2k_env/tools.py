@@ -66,13 +66,24 @@ class ActionError(Exception):
     """A malformed action; the message is shown to the agent."""
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are unique: with a repeated key the last would win silently (a second
+    "tool" key spliced into arguments would change the tool)."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise ValueError(f"the key {key[:50]!r} appears twice in one object")
+        seen.add(key)
+    return dict(pairs)
+
+
 def parse_action(action: Any) -> ToolCall:
     """Turn an action (JSON text or dict) into a validated :class:`ToolCall`."""
     if isinstance(action, str):
         if len(action) > MAX_ACTION_CHARS:
             raise ActionError(f"the action is {len(action)} characters; at most {MAX_ACTION_CHARS} are accepted")
         try:
-            action = json.loads(action)
+            action = json.loads(action, object_pairs_hook=_unique_keys)
         except (ValueError, RecursionError) as exc:  # ValueError: bad JSON, or an integer too long to parse
             raise ActionError(f"the action is not valid JSON ({_short(exc)}). {FORMAT}") from None
     if not isinstance(action, dict):

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 MAX_FILE_BYTES = 1_000_000
+MAX_PATH_DEPTH = 16  # directories deep: more than any solution needs, far less than recursion limits
 
 
 class WorkspaceError(Exception):
@@ -41,6 +42,9 @@ class Workspace:
         candidate = Path(path)
         if candidate.is_absolute():
             raise WorkspaceError(f"{path!r} is absolute; use a path relative to the workspace")
+        if len(candidate.parts) > MAX_PATH_DEPTH:
+            raise WorkspaceError(f"{path[:200]!r} is {len(candidate.parts)} components deep; at most "
+                                 f"{MAX_PATH_DEPTH} are allowed")
         try:
             full = (self.root / candidate).resolve()
         except (OSError, RuntimeError, ValueError) as exc:  # symlink loops, names the OS refuses

@@ -150,6 +150,7 @@ def test_heldout_shapes_come_from_the_secret_seed_and_only_on_submit(rmsnorm_tas
     held = [w for w in submitted.workloads if w.name.startswith("held-out")]
     assert [w.name for w in held] == [w.name for w in rmsnorm_task.heldout_workloads(derive_seed(5, "heldout"), True)]
     assert submitted.correct and all(w.correct and w.speedup is None for w in held)
+    assert [w.heldout for w in submitted.workloads] == [w.name.startswith("held-out") for w in submitted.workloads]
 
 
 def test_a_shape_specialised_kernel_passes_the_tests_but_scores_zero_on_submit(rmsnorm_task, tmp_path):

@@ -6,17 +6,19 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from d2k_env.agents.base import Policy
+from d2k_env.agents.base import Policy, PolicyError
 from d2k_env.task import Task
 
 
 class ScriptedPolicy(Policy):
-    """Replays ``actions`` one per call, ignoring observations; then keeps submitting."""
+    """Replays ``actions`` one per call, ignoring observations; then keeps submitting, or, with
+    ``then_submit=False``, raises :class:`PolicyError` (the episode ends as the script did)."""
 
-    def __init__(self, actions: Iterable[str | dict[str, Any]], name: str = "scripted"):
+    def __init__(self, actions: Iterable[str | dict[str, Any]], name: str = "scripted", then_submit: bool = True):
         super().__init__()
         self.name = name
         self.actions = [a if isinstance(a, str) else json.dumps(a) for a in actions]
+        self.then_submit = then_submit
         self._next = 0
 
     def __call__(self, observation: str) -> str:
@@ -24,14 +26,18 @@ class ScriptedPolicy(Policy):
             action = self.actions[self._next]
             self._next += 1
             return action
+        if not self.then_submit:
+            raise PolicyError(f"the {len(self.actions)} recorded actions are used up; the original episode "
+                              "ended here without submitting")
         return json.dumps({"tool": "submit", "args": {}})
 
     @classmethod
     def from_trajectory(cls, path: str | Path, name: str = "replay") -> "ScriptedPolicy":
-        """Replays the actions recorded in a trajectory file written by ``d2k run``."""
+        """Replays the actions recorded in a trajectory file written by ``d2k run``, and no others: a
+        replay of an episode that never submitted does not submit either."""
         from d2k_env.trajectory import read_trajectory
 
-        return cls([step["action"] for step in read_trajectory(path).steps], name=name)
+        return cls([step["action"] for step in read_trajectory(path).steps], name=name, then_submit=False)
 
 
 def reference_policy(task: Task) -> ScriptedPolicy:

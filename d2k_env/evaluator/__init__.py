@@ -7,7 +7,9 @@ the task's smoke workloads; correctness only) and ``auto`` (``cuda`` when a GPU 
 from __future__ import annotations
 
 import dataclasses
+import os
 import secrets
+import stat
 import shutil
 import tempfile
 from pathlib import Path
@@ -67,6 +69,14 @@ class Evaluator:
         if mode == "profile" and not self.can_time:
             return EvalResult(mode, self.backend, error="profiling needs a GPU: the interpreter backend "
                                                         "runs kernels on the CPU and cannot time them")
+        # Only a regular file is read: a link could name the reference, a pipe would block here.
+        try:
+            kind = os.lstat(solution_path).st_mode
+        except OSError as exc:
+            return EvalResult(mode, self.backend, error=f"solution.py cannot be read: {exc.strerror}")
+        if not stat.S_ISREG(kind):
+            return EvalResult(mode, self.backend, error="solution.py must be a regular file, not a link, a "
+                                                        "directory or a pipe")
         solution_path = Path(solution_path).resolve()
         source = solution_path.read_text(errors="replace")
         violations = check_solution(source, self.task.allowed_torch)
@@ -98,6 +108,9 @@ class Evaluator:
                     workloads=[n for n in names if n in passed],
                     heldout=[w for w in heldout if w["name"] in passed]))
                 result = merge_check(result, check)
+        held = {w["name"] for w in heldout}
+        for w in result.workloads:
+            w.heldout = w.name in held
         if result.ceilings and self.ceilings is None:
             self.ceilings = result.ceilings
         return result

@@ -72,6 +72,7 @@ class WorkloadResult:
     roofline_fraction: float | None = None
     graph_solution_ms: float | None = None  # per call, replayed in a CUDA graph (launch-bound workloads)
     graph_baseline_ms: float | None = None
+    heldout: bool = False  # a held-out shape of a submission: checked, never timed
 
 
 @dataclass
