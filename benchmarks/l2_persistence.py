@@ -10,7 +10,7 @@ the CUDA runtime, an access-policy window marking its input x as persisting:
   returns, so the host never sees it between calls;
 - ``no sync``: raised and put back to 0 around the launch without waiting for the kernel.
 A ratio above 1 means the variant's timed calls read x from L2. ``set-aside seen`` is what
-``guards.persisting_l2_bytes`` read after forward returned.
+``l2_state.persisting_l2_bytes`` read after forward returned.
 
     PYTHONPATH=. python benchmarks/l2_persistence.py
 """
@@ -21,7 +21,7 @@ import ctypes
 
 import torch
 
-from d2k_env.evaluator.guards import persisting_l2_bytes, release_persisting_l2
+from d2k_env.evaluator.l2_state import persisting_l2_bytes, release_persisting_l2
 from d2k_env.evaluator.timing import L2Flusher, time_pair
 from d2k_env.evaluator.worker import load_module
 from d2k_env.task import Workload, load_task

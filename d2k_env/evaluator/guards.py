@@ -6,22 +6,21 @@ imported (so the solution can only ever see the harness's versions of what they 
 - :class:`LaunchCounter` counts launches of kernels defined in the solution file, and pauses the
   torch guard while a launch runs (the interpreter moves tensors with aten ops of its own); since
   the interpreted body can call back into its arguments there, a launch takes plain values only.
-- :func:`release_persisting_l2` and :func:`persisting_l2_bytes` keep the CUDA context's
-  persisting-L2 set-aside at 0: lines marked persisting survive the flush, so a solution that set
-  one aside would be timed on cached inputs.
+  On the GPU it also reads the L2 state of :mod:`d2k_env.evaluator.l2_state` at each launch.
 - :func:`harness_fingerprint` snapshots the functions timing relies on, to detect tampering.
 - :func:`output_problems` checks exact tensor types, aliasing of inputs and input mutation.
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import inspect
 import time
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from d2k_env.evaluator.l2_state import access_policy_window_bytes, persisting_l2_bytes
 
 # aten operators that allocate or make views: never the task's work.
 VIEW_AND_ALLOCATION_OPS = frozenset({
@@ -206,71 +205,6 @@ def launch_argument_problem(fn, args: tuple, kwargs: dict) -> str | None:
     return None
 
 
-_CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
-_CUDA_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW = 1
-
-
-@functools.lru_cache(maxsize=1)
-def _driver() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return None
-
-
-def persisting_l2_bytes() -> int:
-    """The current CUDA context's persisting-L2 set-aside in bytes (cuCtxGetLimit); 0 without a driver."""
-    driver, value = _driver(), ctypes.c_size_t(0)
-    if driver is None or driver.cuCtxGetLimit(ctypes.byref(value), _CU_LIMIT_PERSISTING_L2_CACHE_SIZE) != 0:
-        return 0
-    return value.value
-
-
-def release_persisting_l2() -> None:
-    """Sets the set-aside to 0 before the solution loads. A context may start with one (11 MiB on the
-    H200, 2026-12-01), in which a stream's access-policy window alone would keep lines past the
-    flush; with none, persisting accesses are normal ones, and any set-aside seen later is the
-    solution's."""
-    driver = _driver()
-    if driver is not None and driver.cuCtxSetLimit(_CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(0)) != 0:
-        raise RuntimeError("could not release the persisting-L2 set-aside (cuCtxSetLimit failed)")
-
-
-class _AccessPolicyWindow(ctypes.Structure):
-    _fields_ = [("base_ptr", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hit_ratio", ctypes.c_float),
-                ("hit_prop", ctypes.c_int), ("miss_prop", ctypes.c_int)]
-
-
-class _StreamAttrValue(ctypes.Union):
-    _fields_ = [("window", _AccessPolicyWindow), ("pad", ctypes.c_char * 64)]
-
-
-@functools.lru_cache(maxsize=1)
-def _runtime() -> ctypes.CDLL | None:
-    """The CUDA runtime torch loaded (the one a stream handle belongs to)."""
-    try:
-        with open("/proc/self/maps") as maps:
-            path = next((line.split()[-1] for line in maps if "/libcudart.so" in line), None)
-        return ctypes.CDLL(path) if path else None
-    except OSError:
-        return None
-
-
-def access_policy_window_bytes(stream: torch.cuda.Stream | None) -> int:
-    """Bytes covered by the access-policy window on ``stream`` (0: none, or unreadable). Kernels
-    launched into a stream inherit its window, the baseline's included: one left there changes how
-    both sides use the L2 (the H200 ran the baseline 2.6-3.8x slower under h36's window)."""
-    rt = _runtime()
-    if stream is None or rt is None:
-        return 0
-    value = _StreamAttrValue()
-    if rt.cudaStreamGetAttribute(ctypes.c_void_p(stream.cuda_stream), _CUDA_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW,
-                                 ctypes.byref(value)) != 0:
-        rt.cudaGetLastError()  # leaves no sticky error for torch's next check
-        return 0
-    return value.window.num_bytes
-
-
 def harness_fingerprint() -> dict[str, int]:
     """Identities of the functions the timing and checking code calls through module attributes."""
     targets = {
@@ -289,6 +223,7 @@ def harness_fingerprint() -> dict[str, int]:
                     ("time_pair", "time_batch", "graph_time", "measure_ceilings", "_stats", "_stream_times",
                      "_best_event_time")})
     targets["timing.L2Flusher.__call__"] = timing.L2Flusher.__call__
+    # The names LaunchCounter.note_l2 calls through this module's globals.
     targets["guards.persisting_l2_bytes"] = persisting_l2_bytes
     targets["guards.access_policy_window_bytes"] = access_policy_window_bytes
     targets["guards.LaunchCounter.note_l2"] = LaunchCounter.note_l2

@@ -28,8 +28,8 @@ from types import ModuleType
 import torch
 
 from d2k_env.evaluator.checking import as_tuple, verdict_for
-from d2k_env.evaluator.guards import (LaunchCounter, TorchWorkGuard, access_policy_window_bytes,
-                                     harness_fingerprint, output_problems, release_persisting_l2)
+from d2k_env.evaluator.guards import LaunchCounter, TorchWorkGuard, harness_fingerprint, output_problems
+from d2k_env.evaluator.l2_state import access_policy_window_bytes, release_persisting_l2
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, WorkloadResult, derive_seed
 from d2k_env.task import Task, Workload, load_task
 
