@@ -51,7 +51,7 @@ def forward(*inputs):
 def _action_text(action: Any) -> str:
     """The action as recorded for replay: JSON when it can be written as JSON, else a description."""
     try:
-        return json.dumps(action)
+        return json.dumps(action, ensure_ascii=False)  # unescaped: as compact as the text an agent sends
     except Exception:  # noqa: BLE001 - whatever a mapping's own methods raise
         return f"<an action that is not JSON-serialisable: {type(action).__name__}>"
 
