@@ -39,11 +39,13 @@ rule                refuses
                     copies its own globals, numpy among them, into the module)
 [class-definition]  ``class`` statements: ``__getattr__``, ``__bool__``, ``__len__`` would run host
                     code inside a launch
-[hidden-state]      state kept between calls: module-level containers aliased or passed, mutable
-                    default arguments, import-time code other than pure helpers (no module-level
-                    tensors), module constants that are not constant expressions
-[kernel-source]     a line starting with ``def`` in a jit function other than its own: the
-                    interpreter re-reads the source and starts at the last such line
+[hidden-state]      state kept between calls: module-level containers aliased, passed or given
+                    anything but read-only method calls, mutable default arguments, containers bound
+                    into a functools.partial, module-level iterators, import-time code other than
+                    pure helpers (no module-level tensors), constants that are not constant expressions
+[kernel-source]     a line starting with ``def`` in a jit function other than its own (the
+                    interpreter re-reads the source and starts at the last such line), and
+                    ``triton.jit``/``autotune``/``heuristics`` anywhere but a decorator list
 [try-except]        ``try``/``except``: a failing kernel must fail, not fall back
 ==================  ===========================================================================
 
@@ -77,7 +79,11 @@ KERNEL_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool
                              "True", "False", "None"})
 # Methods that mutate a container: host code may not keep state between calls (output replay).
 MUTATING_METHODS = frozenset({"append", "extend", "insert", "update", "setdefault", "pop", "popitem", "clear",
-                              "add", "discard", "remove"})
+                              "add", "discard", "remove", "sort", "reverse", "difference_update",
+                              "intersection_update", "symmetric_difference_update"})
+# The methods host code may call on a module-level container (or an item of one): reads only.
+READ_ONLY_METHODS = frozenset({"get", "keys", "values", "items", "index", "count", "copy", "format", "join",
+                               "startswith", "endswith", "lower", "upper", "strip", "split"})
 
 # Attribute names that lead out of the sandbox whatever object they hang off: interpreter frames
 # and code objects (a frame walk reaches the harness), and modules that other modules re-export
@@ -647,6 +653,14 @@ class _Checker(ast.NodeVisitor):
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in MUTATING_METHODS:
             self._check_state(func.value, node)
+        if isinstance(func, ast.Attribute) and func.attr not in READ_ONLY_METHODS:
+            root = func.value
+            while isinstance(root, (ast.Subscript, ast.Attribute)):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in self.mutable_globals and self.scope_locals is not None \
+                    and root.id not in self.scope_locals:
+                self.flag("hidden-state", node, f"{root.id!r} is a module-level container: host code may only "
+                                                f"read it, not call .{func.attr}() on it (state between calls)")
         if self.in_kernel:
             self._check_kernel_call(node)
             if isinstance(func, ast.Name) and func.id in ("int", "float", "bool") and \
@@ -1052,12 +1066,17 @@ def _module_level_calls(tree: ast.Module, aliases: dict[str, str], bound: set[st
 
 
 ITERATOR_BUILTINS = frozenset({"iter", "map", "filter", "zip", "enumerate", "reversed"})
+# Calls that read an iterator to the end and keep none of it (an iterator handed to anything else,
+# functools.reduce's initial value say, may come back alive).
+ITERATOR_CONSUMERS = frozenset({"tuple", "list", "set", "frozenset", "dict", "sorted", "sum", "min", "max", "any",
+                                "all", "len"})
 
 
 def _module_level_state(tree: ast.Module, aliases: dict[str, str], mutables: set[str]) -> list[Violation]:
     """[hidden-state] made at import without a tensor: an iterator kept past the statement that makes
-    it (``itertools.count()`` advances each time it is read), and containers bound into a
-    functools.partial (``partial(helper, [])``: the same list on every call)."""
+    it (``itertools.count()`` advances each time it is read; only iteration and the calls in
+    ITERATOR_CONSUMERS use one up), and containers bound into a functools.partial
+    (``partial(helper, [])``: the same list on every call)."""
     out: list[Violation] = []
 
     def callee(node: ast.Call) -> str:
@@ -1082,7 +1101,9 @@ def _module_level_state(tree: ast.Module, aliases: dict[str, str], mutables: set
                     out.append(Violation("hidden-state", arg.lineno, "functools.partial binds a container or an "
                                          "object made at import: every call would share it (state between calls)"))
         consumed = (isinstance(parent, (ast.comprehension, ast.For)) and parent.iter is node) or \
-            (isinstance(parent, ast.Call) and node in parent.args and callee(parent) != "functools.partial")
+            (isinstance(parent, ast.Call) and node in parent.args and
+             (callee(parent) in ITERATOR_CONSUMERS or is_iterator(parent) or
+              (isinstance(parent.func, ast.Attribute) and isinstance(parent.func.value, ast.Constant))))
         if is_iterator(node) and not consumed:
             out.append(Violation("hidden-state", node.lineno, "an iterator kept at module level advances each "
                                  "time it is read (state between calls): consume it where it is made, e.g. "
@@ -1093,6 +1114,23 @@ def _module_level_state(tree: ast.Module, aliases: dict[str, str], mutables: set
     for stmt in tree.body:
         if not _is_main_guard(stmt):
             visit(stmt, None)
+    return out
+
+
+def _decorators_only(tree: ast.Module, aliases: dict[str, str]) -> list[Violation]:
+    """[kernel-source]: triton.jit, autotune and heuristics only in a def's decorator list. Called on a
+    function (``k = triton.jit(body)``) they make a kernel whose body the policy checked as host code."""
+    in_decorators = {id(sub) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     for d in node.decorator_list for sub in ast.walk(d)}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in in_decorators:
+            dotted = _dotted(node)
+            if dotted is not None and dotted.split(".")[0] in aliases and \
+                    _resolve_with(aliases, dotted) in KERNEL_DECORATORS:
+                out.append(Violation("kernel-source", node.lineno, f"{dotted} may only decorate a def "
+                                     "(@triton.jit): a kernel made by calling it has a body the policy cannot "
+                                     "check as a kernel"))
     return out
 
 
@@ -1259,6 +1297,7 @@ def check_solution(source: str, allowed_torch: frozenset[str] = frozenset(),
         checker.violations.extend(_name_problems(tree, table, aliases))
         checker.violations.extend(_module_level_calls(tree, aliases, bound))
         checker.violations.extend(_module_level_state(tree, aliases, checker.mutable_globals))
+        checker.violations.extend(_decorators_only(tree, aliases))
     except SyntaxError as exc:
         return [Violation("syntax", exc.lineno or 0, f"SyntaxError: {exc.msg}")]
     except (RecursionError, MemoryError):
