@@ -361,3 +361,39 @@ def test_checker_never_raises(source):
     found = check_solution(source, ALLOWED)
     assert isinstance(found, list) and all(hasattr(v, "rule") for v in found)
     assert found, "none of these is a valid solution"
+
+
+# Fourth and fifth hold-out rounds (tests/holdout4/, tests/holdout5/): state kept at import without a
+# tensor, kernels made by calling triton.jit, and the launcher idiom that must stay clean.
+LAUNCH = "def forward(x):\n    k[(1,)](x)\n    return x\n"
+
+
+@pytest.mark.parametrize("body, rule, line", [
+    ("import itertools\n_C = itertools.count()\n" + LAUNCH, "hidden-state", 2),
+    ("import itertools\n_C = (itertools.count(),)\n" + LAUNCH, "hidden-state", 2),
+    ("_G = (i for i in range(3))\n" + LAUNCH, "hidden-state", 1),
+    ("import functools, itertools\n_C = functools.reduce(lambda a, b: a, (0,), itertools.count())\n" + LAUNCH,
+     "hidden-state", 2),
+    ("import functools\n_P = functools.partial(max, [])\n" + LAUNCH, "hidden-state", 2),
+    ("import functools\n_L = []\n_P = functools.partial(max, _L)\n" + LAUNCH, "hidden-state", 3),
+    ("SEEN = set()\ndef forward(x):\n    SEEN.symmetric_difference_update({1})\n    k[(1,)](x)\n    return x\n",
+     "hidden-state", 3),
+    ("def body(p):\n    pass\nk2 = triton.jit(body)\n" + LAUNCH, "kernel-source", 3),
+    ("J = triton.jit\n" + LAUNCH, "kernel-source", 1),
+])
+def test_holdout4_and_5_rules_name_their_rule_and_line(body, rule, line):
+    found = rules(body)
+    assert (rule, KERNEL.count("\n") + line) in found, found
+
+
+@pytest.mark.parametrize("body", [
+    "import itertools\n_T = tuple(itertools.product((1, 2), (3, 4)))\n" + LAUNCH,
+    "_D = dict(zip(('a', 'b'), (1, 2)))\nCFG = {'a': 1}\n"
+    "def forward(x):\n    n = CFG.get('a', 0) + len(CFG) + sum(v for _, v in CFG.items())\n    k[(n,)](x)\n    return x\n",
+    "import functools\ndef _launch(kernel, x):\n    kernel[(1,)](x)\n    return x\n"
+    "RUN = functools.partial(_launch, k)\ndef forward(x):\n    return RUN(x)\n",
+    "@triton.autotune(configs=[triton.Config({'B': 16})], key=[])\n@triton.jit\ndef k3(p, B: tl.constexpr):\n"
+    "    pass\ndef forward(x):\n    k3[(1,)](x)\n    return x\n",
+])
+def test_holdout4_and_5_honest_idioms_pass(body):
+    assert rules(body) == []
