@@ -593,7 +593,7 @@ FAULTS = [  # (exploit, markers)
     (Exploit("c19_output_flood", "quant", fault=True, limits="short"), ("printed more than 64 MB",)),
     # Behind the static policy (bypassed on purpose): the sandbox alone must contain these.
     (Exploit("c19_segfault_ctypes", "rms", fault=True, limits="short", bypass_policy=True),
-     ("died (exit status -11) before reporting",)),
+     ("died (exit status -11 (SIGSEGV)) before reporting",)),
     (Exploit("c19_hard_exit", "rms", fault=True, limits="short", bypass_policy=True),
      ("died (exit status 0) before reporting",)),
     (Exploit("c19_fork_children", "rms", fault=True, limits="short", bypass_policy=True),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
+import signal
 import stat
 import shutil
 import tempfile
@@ -120,7 +121,7 @@ class Evaluator:
         if outcome.result is None:
             who = "the evaluation" if req.role == "solution" else "the check of the saved outputs"
             why = (f"{who} was killed: {outcome.stopped}" if outcome.stopped else
-                   f"{who} process died (exit status {outcome.returncode}) before reporting")
+                   f"{who} process died (exit status {_exit_status(outcome.returncode)}) before reporting")
             result = EvalResult(req.mode, self.backend, error=why)
         else:
             result = self._read_result(req, outcome.result)
@@ -147,6 +148,16 @@ class Evaluator:
     def close(self) -> None:
         if self._own_cache is not None:
             self._own_cache.cleanup()
+
+
+def _exit_status(returncode: int | None) -> str:
+    """``-11 (SIGSEGV)`` for a process a signal ended, else the code itself."""
+    if returncode is not None and returncode < 0:
+        try:
+            return f"{returncode} ({signal.Signals(-returncode).name})"
+        except ValueError:
+            pass
+    return str(returncode)
 
 
 def snapshot_task(task: Task, into: Path) -> Path:
