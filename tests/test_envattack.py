@@ -218,17 +218,20 @@ def test_a_planted_fifo_solution_does_not_block_step(env):
     os.unlink(ws / "solution.py")
     os.mkfifo(ws / "solution.py")
 
-    def unblock():  # so that the test itself never hangs
+    def unblock():  # were step() to block reading the pipe, this ends it, so the test never hangs
         time.sleep(2.0)
-        fd = os.open(ws / "solution.py", os.O_WRONLY)
-        os.close(fd)
+        try:
+            os.close(os.open(ws / "solution.py", os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # no reader (step() did not block), or the workspace is already gone
+            pass
 
-    threading.Thread(target=unblock, daemon=True).start()
+    unblocker = threading.Thread(target=unblock, daemon=True)
+    unblocker.start()
     start = time.monotonic()
     obs, reward, *_ = env.step(call("run_tests"))
     elapsed = time.monotonic() - start
-    time.sleep(max(0.0, 2.2 - elapsed))
-    assert reward == 0.0
+    unblocker.join()
+    assert reward == 0.0 and "must be a regular file" in obs, obs
     assert elapsed < 1.5, f"step() blocked {elapsed:.1f} s on a FIFO"
 
 
