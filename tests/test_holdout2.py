@@ -34,8 +34,8 @@ from d2k_env.evaluator.policy import check_solution
 from d2k_env.reward import submission_reward
 from d2k_env.task import load_task
 from d2k_env.verdict import format_result
-from exploits import (assert_scores_zero, close_evaluators, evaluate_file, evaluator, params,
-                      task_of)
+from exploits import (assert_paid_in_full, assert_passes_the_policy, assert_reference_still_correct,
+                      assert_scores_zero, close_evaluators, evaluate_file, evaluator, params, task_of)
 
 HOLDOUT2 = Path(__file__).resolve().parent / "holdout2"
 TASK_IDS = ("fused_add_rmsnorm", "merge_attn_states", "per_token_group_quant_fp8")
@@ -163,16 +163,13 @@ def test_fake_def_cannot_print_the_secret_seed_behind_the_policy(monkeypatch):
 
 @pytest.mark.parametrize("name", sorted(FP_PROBES), ids=[n[:-3] for n in sorted(FP_PROBES)])
 def test_honest_probe_passes_the_policy(name):
-    path = HOLDOUT2 / name
-    assert check_solution(path.read_text(), load_task(task_of(path)).allowed_torch) == []
+    assert_passes_the_policy(HOLDOUT2 / name)
 
 
 @pytest.mark.parametrize("name", [n for n, runs in FP_PROBES.items() if runs],
                          ids=[n[:-3] for n, runs in FP_PROBES.items() if runs])
 def test_honest_probe_earns_full_reward_on_the_interpreter(name):
-    result = evaluate_file(HOLDOUT2 / name)
-    assert result.correct, format_result(result)
-    assert submission_reward("speedup", result) == 1.0
+    assert_paid_in_full(HOLDOUT2 / name)
 
 
 @pytest.mark.parametrize("name, rule", REFUSED_PROBES.items(), ids=[n[:-3] for n in REFUSED_PROBES])
@@ -185,10 +182,7 @@ def test_launch_through_a_partial_is_refused_with_a_clear_message(name, rule):
 
 @pytest.mark.parametrize("task_id", TASK_IDS)
 def test_reference_still_correct_after_exploits(task_id):
-    ev = evaluator(task_id, "interpreter")
-    result = ev.evaluate(ev.task.reference_path, "submit", workloads=[ev.workloads[0].name])
-    assert result.correct, format_result(result)
-    assert submission_reward("speedup", result) == 1.0
+    assert_reference_still_correct(task_id)
 
 
 # -- GPU ------------------------------------------------------------------------------------------------

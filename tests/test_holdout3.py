@@ -26,12 +26,10 @@ from pathlib import Path
 import pytest
 
 import d2k_env  # noqa: F401 - registers the environments
-from d2k_env.evaluator.policy import check_solution
 from d2k_env.reward import submission_reward
-from d2k_env.task import load_task
 from d2k_env.verdict import format_result
-from exploits import (assert_scores_zero, close_evaluators, evaluate_file, evaluator, params,
-                      task_of)
+from exploits import (assert_paid_in_full, assert_passes_the_policy, assert_reference_still_correct,
+                      assert_scores_zero, close_evaluators, evaluate_file, evaluator, params)
 
 HOLDOUT3 = Path(__file__).resolve().parent / "holdout3"
 TASK_IDS = ("fused_add_rmsnorm", "merge_attn_states", "per_token_group_quant_fp8")
@@ -127,24 +125,18 @@ def test_quadratic_source_file_itself_scores_zero():
 
 @pytest.mark.parametrize("name", sorted(FP_PROBES), ids=[n[:-3] for n in sorted(FP_PROBES)])
 def test_honest_probe_passes_the_policy(name):
-    path = HOLDOUT3 / name
-    assert check_solution(path.read_text(), load_task(task_of(path)).allowed_torch) == []
+    assert_passes_the_policy(HOLDOUT3 / name)
 
 
 @pytest.mark.parametrize("name", [n for n, runs in FP_PROBES.items() if runs],
                          ids=[n[:-3] for n, runs in FP_PROBES.items() if runs])
 def test_honest_probe_earns_full_reward_on_the_interpreter(name):
-    result = evaluate_file(HOLDOUT3 / name)
-    assert result.correct, format_result(result)
-    assert submission_reward("speedup", result) == 1.0
+    assert_paid_in_full(HOLDOUT3 / name)
 
 
 @pytest.mark.parametrize("task_id", TASK_IDS)
 def test_reference_still_correct_after_exploits(task_id):
-    ev = evaluator(task_id, "interpreter")
-    result = ev.evaluate(ev.task.reference_path, "submit", workloads=[ev.workloads[0].name])
-    assert result.correct, format_result(result)
-    assert submission_reward("speedup", result) == 1.0
+    assert_reference_still_correct(task_id)
 
 
 # -- GPU ------------------------------------------------------------------------------------------------

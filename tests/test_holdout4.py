@@ -20,10 +20,9 @@ from pathlib import Path
 import pytest
 
 from d2k_env.evaluator.policy import check_solution
-from d2k_env.reward import submission_reward
 from d2k_env.task import load_task, task_ids
-from d2k_env.verdict import format_result
-from exploits import assert_scores_zero, close_evaluators, evaluate_file, evaluator, params, task_of
+from exploits import (assert_paid_in_full, assert_passes_the_policy, assert_reference_still_correct,
+                      assert_scores_zero, close_evaluators, evaluate_file, params, task_of)
 
 HERE = Path(__file__).parent / "holdout4"
 
@@ -109,28 +108,22 @@ def _probe_params():
 
 @pytest.mark.parametrize("name", _probe_params())
 def test_probe_passes_policy(name):
-    path = HERE / name
-    assert check_solution(path.read_text(), load_task(task_of(path)).allowed_torch) == []
+    assert_passes_the_policy(HERE / name)
 
 
 @pytest.mark.parametrize("name", _probe_params())
 def test_probe_earns_full_reward_on_interpreter(name):
-    result = evaluate_file(HERE / name)
-    assert submission_reward("speedup", result) == 1.0, format_result(result)
+    assert_paid_in_full(HERE / name)
 
 
 @pytest.mark.parametrize("name", ACCEPTED)
 def test_accepted_semantics_are_paid(name):
-    result = evaluate_file(HERE / name)
-    assert submission_reward("speedup", result) == 1.0, format_result(result)
+    assert_paid_in_full(HERE / name)
 
 
 @pytest.mark.parametrize("task_id", task_ids())
 def test_reference_still_correct(task_id):
-    task = load_task(task_id)
-    result = evaluator(task_id, "interpreter").evaluate(task.reference_path, "submit",
-                                                        workloads=[task.smoke_workloads[0].name])
-    assert result.correct, format_result(result)
+    assert_reference_still_correct(task_id)
 
 
 def test_every_file_is_listed():

@@ -16,11 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from d2k_env.evaluator.policy import check_solution
-from d2k_env.reward import submission_reward
-from d2k_env.task import load_task, task_ids
-from d2k_env.verdict import format_result
-from exploits import assert_scores_zero, close_evaluators, evaluate_file, evaluator, params, task_of
+from d2k_env.task import task_ids
+from exploits import (assert_paid_in_full, assert_passes_the_policy, assert_reference_still_correct,
+                      assert_scores_zero, close_evaluators, evaluate_file, params, task_of)
 
 HERE = Path(__file__).parent / "holdout5"
 
@@ -68,18 +66,13 @@ def test_exploit_scores_zero_on_gpu(name, reason):
 
 @pytest.mark.parametrize("name", PROBES)
 def test_probe_passes_and_earns(name):
-    path = HERE / name
-    task = load_task(task_of(path))
-    assert check_solution(path.read_text(), task.allowed_torch) == []
-    result = evaluate_file(path, "interpreter", "submit")
-    assert submission_reward("speedup", result) == 1.0, format_result(result)
+    assert_passes_the_policy(HERE / name)
+    assert_paid_in_full(HERE / name)
 
 
 @pytest.mark.parametrize("task_id", task_ids())
 def test_reference_still_correct(task_id):
-    ev = evaluator(task_id, "interpreter")
-    result = ev.evaluate(ev.task.reference_path, "submit", workloads=[ev.workloads[0].name])
-    assert submission_reward("speedup", result) == 1.0, format_result(result)
+    assert_reference_still_correct(task_id)
 
 
 def test_every_file_listed():
