@@ -651,16 +651,17 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in MUTATING_METHODS:
-            self._check_state(func.value, node)
-        if isinstance(func, ast.Attribute) and func.attr not in READ_ONLY_METHODS:
+        if isinstance(func, ast.Attribute):
             root = func.value
             while isinstance(root, (ast.Subscript, ast.Attribute)):
                 root = root.value
-            if isinstance(root, ast.Name) and root.id in self.mutable_globals and self.scope_locals is not None \
-                    and root.id not in self.scope_locals:
+            module_container = isinstance(root, ast.Name) and root.id in self.mutable_globals and \
+                self.scope_locals is not None and root.id not in self.scope_locals
+            if module_container and func.attr not in READ_ONLY_METHODS:
                 self.flag("hidden-state", node, f"{root.id!r} is a module-level container: host code may only "
                                                 f"read it, not call .{func.attr}() on it (state between calls)")
+            elif not module_container and func.attr in MUTATING_METHODS:
+                self._check_state(func.value, node)
         if self.in_kernel:
             self._check_kernel_call(node)
             if isinstance(func, ast.Name) and func.id in ("int", "float", "bool") and \
@@ -1080,8 +1081,7 @@ def _module_level_state(tree: ast.Module, aliases: dict[str, str], mutables: set
     out: list[Violation] = []
 
     def callee(node: ast.Call) -> str:
-        dotted = _dotted(node.func) or "?"
-        return _resolve_with(aliases, dotted) if dotted.split(".")[0] in aliases else dotted
+        return _resolve_with(aliases, _dotted(node.func) or "?")
 
     def is_iterator(node: ast.AST) -> bool:
         if isinstance(node, ast.GeneratorExp):
@@ -1094,8 +1094,7 @@ def _module_level_state(tree: ast.Module, aliases: dict[str, str], mutables: set
     def visit(node: ast.AST, parent: ast.AST | None) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             return  # their bodies run later, under the function rules
-        partial = isinstance(node, ast.Call) and callee(node) == "functools.partial"
-        if partial:
+        if isinstance(node, ast.Call) and callee(node) == "functools.partial":
             for arg in [*node.args[1:], *(k.value for k in node.keywords)]:
                 if _is_mutable_value(arg, aliases) or (isinstance(arg, ast.Name) and arg.id in mutables):
                     out.append(Violation("hidden-state", arg.lineno, "functools.partial binds a container or an "

@@ -178,8 +178,8 @@ class SolutionRun(Run):
         if self.guard.forbidden:
             return WorkloadResult(w.name, False, self.torch_work())
         self.launches.note_l2()
-        if self.launches.l2_set_aside or self.launches.l2_window:
-            return WorkloadResult(w.name, False, self.l2_persistence())
+        if problem := self.l2_persistence():
+            return WorkloadResult(w.name, False, problem)
         if self.launches.own_launches == before:
             return WorkloadResult(w.name, False, "[no-kernel] forward launched no @triton.jit kernel defined in "
                                                  "solution.py")
@@ -203,12 +203,15 @@ class SolutionRun(Run):
         return (f"[torch-work] forward ran torch operators outside Triton kernels ({ops}); only allocation "
                 f"and views are allowed")
 
-    def l2_persistence(self) -> str:
+    def l2_persistence(self) -> str | None:
+        """The [l2-persistence] verdict for what the launch counter has seen, or None when nothing."""
         seen, what = self.launches, []
         if seen.l2_set_aside:
             what.append(f"{seen.l2_set_aside / 2**20:.0f} MiB of L2 set aside for persisting lines")
         if seen.l2_window:
             what.append(f"an access-policy window on the stream (now {seen.l2_window / 2**20:.0f} MiB)")
+        if not what:
+            return None
         return (f"[l2-persistence] forward left {' and '.join(what)}: persisting lines survive the flush, and "
                 f"a stream's window applies to the baseline's kernels too")
 
@@ -261,8 +264,8 @@ class SolutionRun(Run):
             wr.correct, wr.message = False, (f"[no-kernel] forward launched none of solution.py's kernels on "
                                              f"{idle_calls} of its {calls} timed calls: it did no work there")
             return
-        if self.launches.l2_set_aside or self.launches.l2_window:
-            wr.correct, wr.message = False, self.l2_persistence()
+        if problem := self.l2_persistence():
+            wr.correct, wr.message = False, problem
             return
         torch.save([o.detach().cpu() for o in late], outputs_file(self.req, w.name, "timed"))
         wr.baseline_ms, wr.solution_ms = pair.baseline.median_ms, pair.candidate.median_ms
