@@ -21,30 +21,14 @@ import ctypes
 
 import torch
 
-from d2k_env.evaluator.l2_state import persisting_l2_bytes, release_persisting_l2
+from d2k_env.evaluator.l2_state import (LIMIT_PERSISTING_L2_CACHE_SIZE, STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW,
+                                       StreamAttrValue, cuda_runtime, persisting_l2_bytes,
+                                       release_persisting_l2)
 from d2k_env.evaluator.timing import L2Flusher, time_pair
 from d2k_env.evaluator.worker import load_module
 from d2k_env.task import Workload, load_task
 
-_LIMIT_PERSISTING_L2 = 0x06
-_ATTR_ACCESS_POLICY_WINDOW = 1
 _ATTR_MAX_PERSISTING_L2 = 108  # cudaDevAttrMaxPersistingL2CacheSize
-
-
-class _Window(ctypes.Structure):
-    _fields_ = [("base", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hit_ratio", ctypes.c_float),
-                ("hit_prop", ctypes.c_int), ("miss_prop", ctypes.c_int)]
-
-
-class _AttrValue(ctypes.Union):
-    _fields_ = [("window", _Window), ("pad", ctypes.c_char * 64)]
-
-
-def _cudart() -> ctypes.CDLL:
-    """The CUDA runtime torch already loaded (its soname differs between CUDA versions)."""
-    with open("/proc/self/maps") as maps:
-        path = next(line.split()[-1] for line in maps if "libcudart.so" in line)
-    return ctypes.CDLL(path)
 
 
 class Persisting:
@@ -54,15 +38,15 @@ class Persisting:
         self.forward, self.rt, self.set_aside, self.mode = forward, rt, set_aside, mode
 
     def limit(self, nbytes: int) -> None:
-        assert self.rt.cudaDeviceSetLimit(_LIMIT_PERSISTING_L2, ctypes.c_size_t(nbytes)) == 0
+        assert self.rt.cudaDeviceSetLimit(LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(nbytes)) == 0
 
     def window(self, x: torch.Tensor | None) -> None:
-        v = _AttrValue()  # num_bytes 0: no window
+        v = StreamAttrValue()  # num_bytes 0: no window
         if x is not None:
-            v.window.base, v.window.num_bytes = x.data_ptr(), min(x.numel() * x.element_size(), self.set_aside)
+            v.window.base_ptr, v.window.num_bytes = x.data_ptr(), min(x.numel() * x.element_size(), self.set_aside)
         v.window.hit_ratio, v.window.hit_prop, v.window.miss_prop = 1.0, 2, 1  # persisting hits, streaming misses
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        assert self.rt.cudaStreamSetAttribute(stream, _ATTR_ACCESS_POLICY_WINDOW, ctypes.byref(v)) == 0
+        assert self.rt.cudaStreamSetAttribute(stream, STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, ctypes.byref(v)) == 0
 
     def __call__(self, x, residual, weight):
         if self.mode != "kept" or not persisting_l2_bytes():
@@ -80,7 +64,8 @@ def main() -> None:
     dev = torch.device("cuda")
     task = load_task("fused_add_rmsnorm")
     reference = load_module(str(task.reference_path), "reference_rmsnorm").forward
-    rt = _cudart()
+    rt = cuda_runtime()
+    assert rt is not None, "the CUDA runtime torch loads was not found"
     props = torch.cuda.get_device_properties(dev)
     max_persisting = ctypes.c_int(0)
     assert rt.cudaDeviceGetAttribute(ctypes.byref(max_persisting), _ATTR_MAX_PERSISTING_L2, dev.index or 0) == 0

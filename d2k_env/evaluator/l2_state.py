@@ -14,8 +14,9 @@ import functools
 
 import torch
 
-_CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
-_CUDA_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW = 1
+# The same values in the driver's CUlimit / CUstreamAttrID and the runtime's cudaLimit / cudaStreamAttrID.
+LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
+STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW = 1
 
 
 @functools.lru_cache(maxsize=1)
@@ -29,7 +30,7 @@ def _driver() -> ctypes.CDLL | None:
 def persisting_l2_bytes() -> int:
     """The current CUDA context's persisting-L2 set-aside in bytes (cuCtxGetLimit); 0 without a driver."""
     driver, value = _driver(), ctypes.c_size_t(0)
-    if driver is None or driver.cuCtxGetLimit(ctypes.byref(value), _CU_LIMIT_PERSISTING_L2_CACHE_SIZE) != 0:
+    if driver is None or driver.cuCtxGetLimit(ctypes.byref(value), LIMIT_PERSISTING_L2_CACHE_SIZE) != 0:
         return 0
     return value.value
 
@@ -40,21 +41,21 @@ def release_persisting_l2() -> None:
     flush; with none, persisting accesses are normal ones, and any set-aside seen later is the
     solution's."""
     driver = _driver()
-    if driver is not None and driver.cuCtxSetLimit(_CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(0)) != 0:
+    if driver is not None and driver.cuCtxSetLimit(LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(0)) != 0:
         raise RuntimeError("could not release the persisting-L2 set-aside (cuCtxSetLimit failed)")
 
 
-class _AccessPolicyWindow(ctypes.Structure):
+class AccessPolicyWindow(ctypes.Structure):  # cudaAccessPolicyWindow
     _fields_ = [("base_ptr", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hit_ratio", ctypes.c_float),
                 ("hit_prop", ctypes.c_int), ("miss_prop", ctypes.c_int)]
 
 
-class _StreamAttrValue(ctypes.Union):
-    _fields_ = [("window", _AccessPolicyWindow), ("pad", ctypes.c_char * 64)]
+class StreamAttrValue(ctypes.Union):  # cudaStreamAttrValue: 64 bytes
+    _fields_ = [("window", AccessPolicyWindow), ("pad", ctypes.c_char * 64)]
 
 
 @functools.lru_cache(maxsize=1)
-def _runtime() -> ctypes.CDLL | None:
+def cuda_runtime() -> ctypes.CDLL | None:
     """The CUDA runtime torch loaded (the one a stream handle belongs to)."""
     try:
         with open("/proc/self/maps") as maps:
@@ -68,11 +69,11 @@ def access_policy_window_bytes(stream: torch.cuda.Stream | None) -> int:
     """Bytes covered by the access-policy window on ``stream`` (0: none, or unreadable). Kernels
     launched into a stream inherit its window, the baseline's included: one left there changes how
     both sides use the L2 (the H200 ran the baseline 2.6-3.8x slower under h36's window)."""
-    rt = _runtime()
+    rt = cuda_runtime()
     if stream is None or rt is None:
         return 0
-    value = _StreamAttrValue()
-    if rt.cudaStreamGetAttribute(ctypes.c_void_p(stream.cuda_stream), _CUDA_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW,
+    value = StreamAttrValue()
+    if rt.cudaStreamGetAttribute(ctypes.c_void_p(stream.cuda_stream), STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW,
                                  ctypes.byref(value)) != 0:
         rt.cudaGetLastError()  # leaves no sticky error for torch's next check
         return 0
