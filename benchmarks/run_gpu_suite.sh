@@ -16,8 +16,8 @@ if [[ $parts == *" bench "* ]]; then
   grep -v '^|' "$out/bench.log" | tail -15
 fi
 if [[ $parts == *" tests "* ]]; then
-  timeout "${TESTS_S:-200}" python3 -m pytest tests/test_gpu.py -s -q -rA -p no:cacheprovider > "$out/test_gpu.log" 2>&1
-  tail -3 "$out/test_gpu.log"
+  timeout "${TESTS_S:-450}" python3 -m pytest tests/test_gpu.py -s -v -rA --durations=8 -p no:cacheprovider > "$out/test_gpu.log" 2>&1
+  grep -E "(PASSED|FAILED|ERROR)$" "$out/test_gpu.log" | tail -16; tail -1 "$out/test_gpu.log"
 fi
 if [[ $parts == *" exploits "* ]]; then
   # -v names each test as it finishes, so a run the time limit cuts still says what failed
