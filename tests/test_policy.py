@@ -1,5 +1,8 @@
 """The static policy on solution.py: what it refuses (with rule and line) and what it lets through."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -397,3 +400,53 @@ def test_holdout4_and_5_rules_name_their_rule_and_line(body, rule, line):
 ])
 def test_holdout4_and_5_honest_idioms_pass(body):
     assert rules(body) == []
+
+
+@pytest.mark.parametrize("body, rule, line", [
+    # a container reached through a read, then changed through the alias
+    ("STATE = {'outs': []}\ndef forward(x):\n    memo = STATE.get('outs')\n    memo.append(x)\n"
+     "    k[(1,)](x)\n    return x\n", "hidden-state", 4),
+    ("STATE = {'outs': []}\ndef forward(x):\n    STATE.get('outs').append(x)\n    k[(1,)](x)\n    return x\n",
+     "hidden-state", 3),
+    ("STATE = [[]]\ndef forward(x):\n    for box in STATE:\n        box += [x]\n    k[(1,)](x)\n    return x\n",
+     "hidden-state", 4),
+    # a tuple holds containers; a Config holds a live dict
+    ("STATE = ([],)\ndef _keep(box, x):\n    box[0].append(x)\ndef forward(x):\n    _keep(STATE, x)\n"
+     "    k[(1,)](x)\n    return x\n", "hidden-state", 5),
+    ("def forward(x, memo=({},)):\n    k[(1,)](x)\n    return x\n", "hidden-state", 1),
+    ("def forward(x, seen=triton.Config({})):\n    k[(1,)](x)\n    return x\n", "hidden-state", 1),
+    ("CFG = triton.Config({'B': 16})\ndef forward(x):\n    book = CFG.kwargs\n    book['n'] = 1\n"
+     "    k[(1,)](x)\n    return x\n", "hidden-state", 4),
+    # a kernel through an alias; a parameter filled by a helper
+    ("def forward(x):\n    kk = k\n    kk.cache[0] = x\n    k[(1,)](x)\n    return x\n", "hidden-state", 3),
+    ("def _keep(box, x):\n    box[0] = x\ndef forward(x):\n    k[(1,)](x)\n    return x\n", "hidden-state", 2),
+    ("F = lambda box, x: box.append(x)\ndef forward(x):\n    k[(1,)](x)\n    return x\n", "hidden-state", 1),
+    # triton.language.extra.modules is sys.modules; builtins' names as attributes
+    ("def forward(x):\n    m = tl.extra.modules\n    k[(1,)](x)\n    return x\n", "introspection", 2),
+    ("def forward(x):\n    f = x.getattr\n    k[(1,)](x)\n    return x\n", "introspection", 2),
+])
+def test_holdout6_rules_name_their_rule_and_line(body, rule, line):
+    found = rules(body)
+    assert (rule, KERNEL.count("\n") + line) in found, found
+
+
+@pytest.mark.parametrize("body", [
+    "def forward(x):\n    args = []\n    args.append(x)\n    kw = dict(num_warps=4)\n    kw['num_stages'] = 2\n"
+    "    k[(1,)](*args, **kw)\n    return x\n",
+    "TABLE = {4096: {'B': 1024}}\ndef forward(x):\n    cfg = TABLE.get(x.shape[-1], {'B': 256})\n"
+    "    n = cfg['B']\n    n = n * 2\n    k[(triton.cdiv(x.numel(), n),)](x)\n    return x\n",
+    "def forward(x):\n    n = x.shape[0]\n    n += 1\n    k[(n,)](x)\n    return x\n",
+])
+def test_holdout6_honest_idioms_pass(body):
+    assert rules(body) == []
+
+
+def test_policy_is_the_same_when_this_process_runs_triton_interpreted():
+    """TRITON_INTERPRET=1 in the env's own process wraps tl.sum and friends in the interpreter's class:
+    they are still triton.language's (every reference passes)."""
+    code = ("from d2k_env.task import load_task, task_ids\nfrom d2k_env.evaluator.policy import check_solution\n"
+            "for t in task_ids():\n    task = load_task(t)\n"
+            "    assert check_solution(task.reference_path.read_text(), task.allowed_torch) == [], t\n")
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TRITON_INTERPRET": "1"},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -92,10 +92,11 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code", "ag_await",
     "f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_trace", "tb_frame", "tb_next", "co_code",
     "co_consts", "os", "sys", "builtins", "importlib", "inspect", "gc", "ctypes", "subprocess", "threading",
-    "multiprocessing", "signal", "socket", "shutil", "pathlib", "io", "pickle", "marshal",
+    "multiprocessing", "signal", "socket", "shutil", "pathlib", "io", "pickle", "marshal", "modules",
 })
 
-# Builtins that reach interpreter internals, files or code objects, or dodge the checks above.
+# Builtins that reach interpreter internals, files or code objects, or dodge the checks above; as
+# attribute names too (builtins.getattr reached through any module is still getattr).
 FORBIDDEN_BUILTINS = frozenset({"__import__", "eval", "exec", "compile", "open", "getattr", "setattr", "delattr",
                                 "globals", "locals", "vars", "breakpoint", "input", "exit", "quit"})
 
@@ -126,6 +127,8 @@ KERNEL_DECORATORS = frozenset({"triton.jit", "triton.autotune", "triton.heuristi
 # knobs, testing, tools, profiler) builds, loads or runs code on the host.
 TRITON_API = frozenset({"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "language"})
 TRITON_LANGUAGE = "triton.language"
+# Plain values triton.language may hold besides its own objects (its number and string constants).
+PLAIN_VALUES = (int, float, bool, str, bytes, complex, type(None))
 # Objects of triton.language defined outside it that kernels use (tl.maximum(..., propagate_nan=...)).
 TRITON_FOREIGN_OK = frozenset({"PropagateNan"})
 
@@ -293,8 +296,13 @@ def _triton_problem(full: str) -> str | None:
             if not _allowed_module_name(obj.__name__):
                 return f"{prefix} is the module {obj.__name__}, which is not allowed"
             continue
+        if isinstance(obj, _interpreter.InterpretedFunction):
+            obj = obj.fn  # TRITON_INTERPRET=1 in this process wraps triton.language's own functions
         owner = getattr(obj, "__module__", None) if isinstance(obj, type) or callable(obj) \
             else type(obj).__module__
+        if owner == "builtins" and not callable(obj) and not isinstance(obj, PLAIN_VALUES):
+            # a container defined there is someone else's (tl.extra.modules is sys.modules)
+            return f"{prefix} is a {type(obj).__name__}, not a number, string or Triton object"
         if not (owner == TRITON_LANGUAGE or (owner or "").startswith(TRITON_LANGUAGE + ".") or
                 (owner == "builtins" and not callable(obj))):
             return f"{prefix} comes from {owner or 'outside triton.language'}, not from triton.language"
@@ -334,6 +342,8 @@ def _is_kernel(func: ast.AST, aliases: dict[str, str]) -> bool:
 
 
 IMMUTABLE_CALLS = frozenset({"float", "int", "str", "bool", "tuple", "frozenset", "range", "complex", "bytes"})
+# Triton calls whose result carries a live dict (a Config's .kwargs): as mutable as the dict.
+HOLDER_CALLS = frozenset({"triton.Config"})
 
 
 def _is_mutable_value(node: ast.AST | None, aliases: dict[str, str]) -> bool:
@@ -341,11 +351,14 @@ def _is_mutable_value(node: ast.AST | None, aliases: dict[str, str]) -> bool:
     triton.cdiv(...), math.sqrt(...)."""
     if isinstance(node, ast.Call):
         func = _dotted(node.func)
+        full = _resolve_with(aliases, func) if func is not None and func.split(".")[0] in aliases else None
         if func is not None and (func in IMMUTABLE_CALLS or
-                                 (func.split(".")[0] in aliases and
-                                  _resolve_with(aliases, func).split(".")[0] in ("triton", "math"))):
+                                 (full is not None and full.split(".")[0] in ("triton", "math") and
+                                  full not in HOLDER_CALLS)):
             return False
         return True
+    if isinstance(node, ast.Tuple):  # ([],) is as good a cache as []
+        return any(_is_mutable_value(e, aliases) for e in node.elts)
     return isinstance(node, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp,
                              ast.GeneratorExp))
 
@@ -362,6 +375,9 @@ class _Checker(ast.NodeVisitor):
         self.mutable_globals: set[str] = set()  # module-level names bound to containers or call results
         self.protected: set[str] = set()  # names that may not be rebound: imports and MODULE_NAMES
         self.scope_locals: set[str] | None = None  # names bound in the function being visited
+        self.fresh_locals: set[str] = set()  # host locals bound only to containers made in the call
+        self.tainted_locals: set[str] = set()  # host locals that may hold an object kept between calls
+        self.scope_params: set[str] = set()
         self.kernel_constexprs: set[str] = set()  # tl.constexpr parameters of the kernel being visited
         self.kernel_loop_names: set[str] = set()  # kernel names bound by for/with/walrus targets
         self.kernel_params: set[str] = set()
@@ -537,9 +553,9 @@ class _Checker(ast.NodeVisitor):
         self._check_attribute_names(node)
         if _is_dunder(node.attr):
             self.flag("introspection", node, f"dunder attribute {node.attr!r} is not allowed")
-        elif node.attr in FORBIDDEN_ATTRIBUTES:
-            self.flag("introspection", node, f"the attribute {node.attr!r} (frames, code objects, system modules) "
-                                             "is not allowed")
+        elif node.attr in FORBIDDEN_ATTRIBUTES or node.attr in FORBIDDEN_BUILTINS:
+            self.flag("introspection", node, f"the attribute {node.attr!r} (frames, code objects, system modules, "
+                                             "a forbidden builtin's name) is not allowed")
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             # Whatever the object (torch.Tensor passed through a parameter, a kernel, a module):
             # solutions never need to set attributes, and tampering always does.
@@ -612,11 +628,19 @@ class _Checker(ast.NodeVisitor):
                                           f"other kernels and module-level constants, not {name!r}")
 
     def _check_state(self, target: ast.AST, node: ast.AST) -> None:
-        while isinstance(target, (ast.Subscript, ast.Attribute)):  # CACHE[k].append(x), CACHE[k][0] = x
-            target = target.value
-        if self.scope_locals is not None and isinstance(target, ast.Name) and target.id not in self.scope_locals:
-            self.flag("hidden-state", node, f"{target.id!r} is not local: host code may not keep state between "
-                                            "calls (replaying outputs across calls is an exploit)")
+        """[hidden-state]: host code may change only a container the same call made (``out = []`` then
+        ``out.append(v)``, ``d[k] = v``): never a parameter, an alias of a module object (``memo =
+        CACHE.get(k)``), an item of a container (``box[0].append``) or an attribute (``cfg.kwargs[k] = v``).
+        Anything else may outlive the call, and state between calls replays outputs."""
+        if self.scope_locals is None or self.in_kernel:
+            return
+        if isinstance(target, ast.Name) and target.id in self.fresh_locals:
+            return
+        what = target.id if isinstance(target, ast.Name) else (_dotted(target) or ast.unparse(target))[:60]
+        self.flag("hidden-state", node, f"{what!r} is not a list, dict or set this call made: host code may "
+                                        "change only containers it makes itself, not parameters, items, "
+                                        "attributes or aliases of module objects (state between calls); a "
+                                        "tensor is changed by a kernel")
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if isinstance(node.ctx, (ast.Store, ast.Del)):
@@ -651,16 +675,17 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        if isinstance(func, ast.Attribute):
+        if isinstance(func, ast.Attribute) and self.scope_locals is not None and not self.in_kernel:
             root = func.value
-            while isinstance(root, (ast.Subscript, ast.Attribute)):
-                root = root.value
-            module_container = isinstance(root, ast.Name) and root.id in self.mutable_globals and \
-                self.scope_locals is not None and root.id not in self.scope_locals
-            if module_container and func.attr not in READ_ONLY_METHODS:
-                self.flag("hidden-state", node, f"{root.id!r} is a module-level container: host code may only "
-                                                f"read it, not call .{func.attr}() on it (state between calls)")
-            elif not module_container and func.attr in MUTATING_METHODS:
+            while isinstance(root, (ast.Subscript, ast.Attribute, ast.Call)):  # CACHE.get(k).append(v)
+                root = root.func if isinstance(root, ast.Call) else root.value
+            kept = isinstance(root, ast.Name) and (root.id in self.tainted_locals or (
+                root.id in self.mutable_globals and root.id not in self.scope_locals))
+            if kept and func.attr not in READ_ONLY_METHODS:
+                self.flag("hidden-state", node, f"{root.id!r} is, or may hold, a module-level container or "
+                                                f"kernel: host code may only read it, not call .{func.attr}() "
+                                                "on it (state between calls)")
+            elif not kept and func.attr in MUTATING_METHODS:
                 self._check_state(func.value, node)
         if self.in_kernel:
             self._check_kernel_call(node)
@@ -720,6 +745,11 @@ class _Checker(ast.NodeVisitor):
                                           "works on Python numbers, not Triton values (use tl.math / tl.*)")
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if not self.in_kernel and self.scope_locals is not None and isinstance(node.target, ast.Name) and \
+                (node.target.id in self.tainted_locals | self.scope_params):
+            self.flag("hidden-state", node, f"{ast.unparse(node)[:60]!r}: on a parameter, or a name that may "
+                                            "hold a module object, an in-place operator may change a list kept "
+                                            f"between calls; write {node.target.id} = {node.target.id} <op> ...")
         if self.in_kernel and isinstance(node.target, ast.Name) and \
                 (node.target.id in self.kernel_constexprs or node.target.id in self.kernel_loop_names):
             self.flag("torch-work", node, f"in-place update of {node.target.id!r} (a constexpr, or bound by a "
@@ -755,7 +785,27 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         self._check_args(node.args)
+        outer_locals = self.scope_locals
+        saved = self.fresh_locals, self.tainted_locals, self.scope_params
+        self.scope_locals = (outer_locals or set()) | _bound_names(node)
+        self._enter_host_scope(node, inherit=True)
         self.generic_visit(node)
+        self.scope_locals = outer_locals
+        self.fresh_locals, self.tainted_locals, self.scope_params = saved
+
+    def _enter_host_scope(self, func: ast.AST, inherit: bool = False) -> None:
+        """The fresh and tainted locals of a host function (see _host_scope); a lambda keeps its
+        enclosing function's, less the names its parameters shadow."""
+        a = func.args
+        params = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]}
+        kept = (self.mutable_globals | self.kernel_names) - self.scope_locals
+        fresh, tainted = _host_scope(func, kept | (self.tainted_locals - params if inherit else set()),
+                                     self.module_bound | self.scope_locals)
+        if inherit:
+            fresh |= self.fresh_locals - params
+            tainted |= self.tainted_locals - params
+            params |= self.scope_params
+        self.fresh_locals, self.tainted_locals, self.scope_params = fresh, tainted, params
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         for d in node.decorator_list:
@@ -766,8 +816,10 @@ class _Checker(ast.NodeVisitor):
         kernel = _is_kernel(node, self.all_aliases)
         outer, self.in_kernel = self.in_kernel, self.in_kernel or kernel
         outer_locals, self.scope_locals = self.scope_locals, _bound_names(node)
-        saved = self.kernel_constexprs, self.kernel_loop_names, self.metadata_locals
+        saved = (self.kernel_constexprs, self.kernel_loop_names, self.metadata_locals, self.fresh_locals,
+                 self.tainted_locals, self.scope_params)
         self.metadata_locals = self._metadata_locals(node)
+        self._enter_host_scope(node)
         if kernel:
             self._check_kernel_source(node)
             a = node.args
@@ -784,7 +836,8 @@ class _Checker(ast.NodeVisitor):
             if p.annotation is not None:
                 self.visit(p.annotation)
         self.in_kernel, self.scope_locals = outer, outer_locals
-        self.kernel_constexprs, self.kernel_loop_names, self.metadata_locals = saved
+        (self.kernel_constexprs, self.kernel_loop_names, self.metadata_locals, self.fresh_locals,
+         self.tainted_locals, self.scope_params) = saved
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -878,6 +931,82 @@ def _bound_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
             if not isinstance(node, ast.Lambda):
                 names.add(node.name)
     return names
+
+
+# Calls whose result is a plain number, string or bool, whatever they are given: binding one does not
+# carry the object it was computed from.
+SCALAR_CALLS = frozenset({"len", "int", "float", "bool", "str", "isinstance", "hasattr", "callable", "repr",
+                          "abs", "round"})
+FRESH_CALLS = frozenset({"list", "dict", "set"})  # new containers, when the builtin is not rebound
+
+
+def _bindings(func: ast.AST):
+    """(target, expression it is bound from) for each binding in a function: assignments, walrus,
+    for/comprehension/with targets, and parameters with their defaults."""
+    a = func.args
+    positional = a.posonlyargs + a.args
+    for p, d in zip(positional[len(positional) - len(a.defaults):], a.defaults):
+        yield ast.Name(id=p.arg, ctx=ast.Store()), d
+    for p, d in zip(a.kwonlyargs, a.kw_defaults):
+        if d is not None:
+            yield ast.Name(id=p.arg, ctx=ast.Store()), d
+    for n in ast.walk(func):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                yield t, n.value
+        elif isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and n.value is not None:
+            yield n.target, n.value
+        elif isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
+            yield n.target, n.iter
+        elif isinstance(n, ast.withitem) and n.optional_vars is not None:
+            yield n.optional_vars, n.context_expr
+
+
+def _stored_names(target: ast.AST) -> set[str]:
+    """The names a binding target rebinds (not those read inside it, as d in d[k] = v)."""
+    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _mentions(expr: ast.AST, names: set[str], rebound: set[str]) -> bool:
+    """Whether an expression may evaluate to (or contain) the object one of ``names`` holds: it names
+    one outside a comparison and outside the SCALAR_CALLS."""
+    stack = [expr]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Compare) or (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and
+                                          n.func.id in SCALAR_CALLS and n.func.id not in rebound):
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names:
+            return True
+        stack.extend(ast.iter_child_nodes(n))
+    return False
+
+
+def _host_scope(func: ast.AST, kept: set[str], rebound: set[str]) -> tuple[set[str], set[str]]:
+    """(fresh, tainted) locals of a host function. ``kept`` are the non-local names whose objects outlive a
+    call (module containers, kernels). Tainted: bound, directly or through other locals, from an expression
+    that may hold such an object (``memo = CACHE.get(k)``, ``k = kernel``, ``for c in TABLE``). Fresh: never
+    a parameter, bound only to a container made on the spot (``[]``, ``{}``, ``dict(...)``, a comprehension)."""
+    pairs = [(t, v) for t, v in _bindings(func)]
+    tainted: set[str] = set()
+    while True:
+        grown = {n for t, v in pairs if _mentions(v, kept | tainted, rebound) for n in _stored_names(t)} - tainted
+        if not grown:
+            break
+        tainted |= grown
+
+    def fresh_value(v: ast.AST) -> bool:
+        return isinstance(v, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)) or (
+            isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in FRESH_CALLS and
+            v.func.id not in rebound)
+
+    a = func.args
+    params = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]}
+    fresh, stale = set(), set(params)
+    for t, v in pairs:
+        names = _stored_names(t)
+        (fresh if isinstance(t, ast.Name) and fresh_value(v) else stale).update(names)
+    return fresh - stale, tainted
 
 
 def _module_bound(table: symtable.SymbolTable) -> set[str]:
