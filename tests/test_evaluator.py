@@ -8,6 +8,7 @@ import torch
 from d2k_env.evaluator import Evaluator, PhaseLimits
 from d2k_env.evaluator.checking import allclose_check, check_contract, dtype_step, one_step_check
 from d2k_env.evaluator.protocol import derive_seed
+from d2k_env.evaluator.worker import portable
 from d2k_env.reward import submission_reward
 from d2k_env.task import load_task
 from d2k_env.verdict import format_result
@@ -196,3 +197,11 @@ def test_one_step_check_admits_one_rounding_step_and_no_more():
     inf_ref, inf_out = ref.clone(), ref.clone()
     inf_ref[0, 0] = float("inf")
     assert "infinities" in one_step_check((inf_out, lse), (inf_ref, lse), names).message
+
+
+def test_saved_outputs_hold_their_own_elements_only(tmp_path):
+    """A 16-element view of a 4 MiB storage (hold-out t31): torch.save would write the whole storage."""
+    view = torch.zeros(2**20)[:16]
+    torch.save(portable((view,)), tmp_path / "out.pt")
+    assert (tmp_path / "out.pt").stat().st_size < 4096
+    assert torch.equal(torch.load(tmp_path / "out.pt")[0], view)

@@ -68,6 +68,12 @@ def outputs_file(req: EvalRequest, workload: str, kind: str) -> Path:
     return Path(req.outputs_dir) / f"{hashlib.sha256(workload.encode()).hexdigest()[:16]}-{kind}.pt"
 
 
+def portable(outputs: tuple) -> list[torch.Tensor]:
+    """Host copies of the outputs holding their own elements only: torch.save writes a tensor's whole
+    storage, and a small view of a huge one would flood the disk and the checker."""
+    return [o.detach().cpu().clone(memory_format=torch.contiguous_format) for o in outputs]
+
+
 class Channel:
     """JSON lines to the parent: phase changes (for per-phase time limits), then the result."""
 
@@ -114,7 +120,8 @@ class SolutionRun(Run):
             torch.zeros(1, device=self.device)  # creates the context whose set-aside is released
             release_persisting_l2()
             self.launches.window_at_start = access_policy_window_bytes(torch.cuda.current_stream())
-        fingerprint = harness_fingerprint()
+        fingerprint_now = _run_fingerprint  # a local: the solution cannot rebind it
+        fingerprint = fingerprint_now()
         self.threads = set(threading.enumerate())
         try:
             solution = load_module(self.req.solution_path, "solution", self.req.solution_source)
@@ -148,7 +155,7 @@ class SolutionRun(Run):
             self.result.workloads.append(wr)
             if not wr.correct and self.device.type == "cuda" and _device_broken():
                 faulted = f"the GPU context was lost during workload {w.name}"
-        if harness_fingerprint() != fingerprint:
+        if fingerprint_now() != fingerprint:
             self.result.error = "[tampering] the solution replaced functions the harness relies on"
         self.result.timed = timed
         return self.result
@@ -195,7 +202,7 @@ class SolutionRun(Run):
                 return WorkloadResult(w.name, False, f"[profiler-coverage] only {share:.0%} of forward's GPU time "
                                                      f"is in solution.py's own Triton kernels (at least "
                                                      f"{MIN_OWN_KERNEL_SHARE:.0%} required)")
-        torch.save([o.detach().cpu() for o in outputs], outputs_file(self.req, w.name, "check"))
+        torch.save(portable(outputs), outputs_file(self.req, w.name, "check"))
         return WorkloadResult(w.name, True, "ran; outputs saved for the checker")
 
     def torch_work(self) -> str:
@@ -267,7 +274,7 @@ class SolutionRun(Run):
         if problem := self.l2_persistence():
             wr.correct, wr.message = False, problem
             return
-        torch.save([o.detach().cpu() for o in late], outputs_file(self.req, w.name, "timed"))
+        torch.save(portable(late), outputs_file(self.req, w.name, "timed"))
         wr.baseline_ms, wr.solution_ms = pair.baseline.median_ms, pair.candidate.median_ms
         wr.baseline_spread, wr.solution_spread = pair.baseline.spread, pair.candidate.spread
         wr.speedup, wr.speedup_ci, wr.repetitions = pair.speedup, pair.speedup_ci, pair.repetitions
@@ -326,6 +333,21 @@ class CheckRun(Run):
         outputs = tuple(o.to(self.device) for o in torch.load(outputs_file(self.req, w.name, kind)))
         v = verdict_for(self.task, outputs, expected, inputs)
         return WorkloadResult(w.name, v.ok, v.message, v.max_abs_err, v.max_rel_err)
+
+
+def _run_fingerprint() -> dict[str, object]:
+    """harness_fingerprint, plus what a run calls through this module's globals and its classes'
+    attributes (methods of the run, the launch counter and the guard), plus the thresholds' values."""
+    g = globals()
+    fp: dict[str, object] = dict(harness_fingerprint())
+    fp.update({f"worker.{n}": id(g.get(n)) for n in (
+        "harness_fingerprint", "output_problems", "as_tuple", "short_traceback", "outputs_file", "portable",
+        "_device_broken", "access_policy_window_bytes", "derive_seed", "SolutionRun", "LaunchCounter",
+        "TorchWorkGuard")})
+    for cls in (Run, SolutionRun, LaunchCounter, TorchWorkGuard):
+        fp.update({f"{cls.__name__}.{m}": id(v) for m, v in vars(cls).items() if callable(v)})
+    fp.update({f"worker.{n}": g.get(n) for n in ("MIN_OWN_KERNEL_SHARE", "ROOFLINE_SLACK", "TIMED_SETS")})
+    return fp
 
 
 def _triton_version() -> str:
