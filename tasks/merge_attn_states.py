@@ -45,9 +45,15 @@ def make_inputs(w, gen, device):
     # Realistic LSE magnitudes, with the two partitions differing by up to ~10 nats.
     prefix_lse = 5.0 + 3.0 * torch.randn(H, T, generator=gen, device=device)
     suffix_lse = 5.0 + 3.0 * torch.randn(H, T, generator=gen, device=device)
-    # About 3% of (head, token) pairs have an empty prefix, as for tokens with no cached context.
-    empty = torch.rand(H, T, generator=gen, device=device) < 0.03
-    prefix_lse = torch.where(empty, torch.full_like(prefix_lse, float("inf")), prefix_lse)
+    # About 3% of (head, token) pairs have an empty prefix, as for tokens with no cached context, and
+    # another 3% an empty suffix; never both.
+    u = torch.rand(H, T, generator=gen, device=device)
+    if H * T > 2:  # one of each at least
+        both = torch.randperm(H * T, generator=gen, device=device)[:2]
+        u.view(-1)[both] = torch.tensor([0.0, 1.0], device=device)
+    inf = torch.full_like(prefix_lse, float("inf"))
+    prefix_lse = torch.where(u < 0.03, inf, prefix_lse)
+    suffix_lse = torch.where(u > 0.97, inf, suffix_lse)
     return prefix_out, prefix_lse, suffix_out, suffix_lse
 
 

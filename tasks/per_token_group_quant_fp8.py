@@ -45,6 +45,12 @@ def make_inputs(w, gen, device):
     x = torch.randn(M, K // GROUP, GROUP, generator=gen, device=device) * group_scale
     outliers = torch.rand(M, K // GROUP, GROUP, generator=gen, device=device) < 0.002
     x = torch.where(outliers, x * 20.0, x)
+    # All-zero groups (padding): only eps keeps their scale from being 0 and q from being NaN. One at
+    # least, and about 1 in 64 more, when there is another group to carry the structure.
+    if M * (K // GROUP) > 1:
+        zero = torch.rand(M * (K // GROUP), 1, generator=gen, device=device) < 1 / 64
+        zero[torch.randint(M * (K // GROUP), (1,), generator=gen, device=device)] = True
+        x = x.reshape(-1, GROUP).masked_fill(zero, 0)
     return (x.reshape(M, K).to(torch.bfloat16),)
 
 
