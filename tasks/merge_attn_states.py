@@ -22,7 +22,8 @@ Compute, with m = max(p_lse, s_lse):
     lse[h, t]  = m + log(w_p + w_s)
 Return (out [T, H, d] bf16, lse [H, T] fp32).
 Checked: every element of out within one bf16 step of the expected value (fp32 math rounded once
-lands there; bf16 arithmetic inside does not), lse to fp32 tolerance (1e-4).
+lands there; bf16 arithmetic inside does not), lse within 1e-5 + 1e-5 * |lse| (a few fp32
+roundings; a half-precision step inside fails it).
 """
 OUTPUTS = ["out", "lse"]
 
@@ -63,8 +64,13 @@ def roofline(w):
     return Roofline(bytes=T * H * (6 * d + 12), flops=4 * T * H * d)
 
 
+# The LSE is m + log(w_p + w_s) in fp32: a few roundings of values under ~20 (about 1e-6 apart) on
+# any summation or exp/log route. Rounding log(w_p + w_s) to fp16 moves it by up to 1.7e-4.
+LSE_TOLERANCE = (1e-5, 1e-5)
+
+
 def check(outputs, expected, inputs):
-    return one_step_check(outputs, expected, OUTPUTS)
+    return one_step_check(outputs, expected, OUTPUTS, {"lse": LSE_TOLERANCE})
 
 
 HELDOUT_SHAPES = ("any T >= 1, H >= 1 and d in (64, 128, 256); submit also checks two held-out shapes drawn at "

@@ -108,9 +108,10 @@ def _all_outputs(verdicts, passed: str) -> CheckResult:
     return CheckResult(True, passed, worst_abs, worst_rel)
 
 
-def _tolerance_verdict(name: str, out: torch.Tensor, ref: torch.Tensor) -> CheckResult:
+def _tolerance_verdict(name: str, out: torch.Tensor, ref: torch.Tensor,
+                       tolerance: tuple[float, float] | None = None) -> CheckResult:
     # Integer or boolean outputs must match exactly.
-    atol, rtol = TOLERANCES.get(out.dtype, (0.0, 0.0))
+    atol, rtol = tolerance or TOLERANCES.get(out.dtype, (0.0, 0.0))
     return compare_output(name, out, ref, lambda m: atol + rtol * m, atol or 1e-30,
                           f"outside atol={atol:g}, rtol={rtol:g}")
 
@@ -131,9 +132,10 @@ def dtype_step(ref: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return fi.eps * torch.exp2(torch.floor(torch.log2(ref.abs().clamp(min=fi.tiny))))
 
 
-def _one_step_verdict(name: str, out: torch.Tensor, ref: torch.Tensor) -> CheckResult:
+def _one_step_verdict(name: str, out: torch.Tensor, ref: torch.Tensor,
+                      tolerance: tuple[float, float] | None = None) -> CheckResult:
     if not (out.dtype.is_floating_point and out.element_size() <= 2):
-        return _tolerance_verdict(name, out, ref)
+        return _tolerance_verdict(name, out, ref, tolerance)
     r = ref.double()
     finite = r[torch.isfinite(r)]
     floor = CANCELLATION_FLOOR * (finite.abs().max().item() if finite.numel() else 0.0)
@@ -141,9 +143,11 @@ def _one_step_verdict(name: str, out: torch.Tensor, ref: torch.Tensor) -> CheckR
                           f"more than one {str(out.dtype).replace('torch.', '')} step off")
 
 
-def one_step_check(outputs, expected, names: list[str]) -> CheckResult:
+def one_step_check(outputs, expected, names: list[str],
+                   tolerances: dict[str, tuple[float, float]] | None = None) -> CheckResult:
     """Every element of each narrow float output (bf16, fp16, fp8) within one step of its dtype of the
-    expected value; wider outputs as :func:`allclose_check`. NaN never passes; infinities must match.
+    expected value; wider outputs as :func:`allclose_check`, or within ``tolerances[name]`` (atol, rtol)
+    where a task gives one. NaN never passes; infinities must match.
 
     For a task whose outputs are computed in fp32 and rounded once: a different summation order can
     move the fp32 value across a rounding boundary (one step), while rounding intermediates or
@@ -151,5 +155,6 @@ def one_step_check(outputs, expected, names: list[str]) -> CheckResult:
     fp32 error is relative to the terms rather than the result, so errors up to ``CANCELLATION_FLOOR``
     of the largest expected magnitude pass too (far below a bf16 step of typical values).
     """
-    return _all_outputs((_one_step_verdict(n, o, r) for n, o, r in zip(names, outputs, expected)),
+    tolerances = tolerances or {}
+    return _all_outputs((_one_step_verdict(n, o, r, tolerances.get(n)) for n, o, r in zip(names, outputs, expected)),
                         "every element within one step of its dtype of the expected value")
