@@ -41,7 +41,7 @@ CPU_CASES = {
     "q03_c03_host_operators_item_assign.py": ("[torch-work]", None),
     "q04_c03_python_scalar_math_in_kernel.py": ("[torch-work]", None),  # policy: Python work in a kernel
     "q05_c06_heap_scan_leaks_nonce.py": ("[out-of-bounds]", None),  # pointer walks off the tensors
-    "q06_c04_grid_function_torch.py": ("[hidden-state]", None),
+    "q06_c04_grid_function_torch.py": ("[torch-work]", None),  # its slice writes, refused statically since round 6
     "q07_c03_heuristics_function_torch.py": ("[torch-work]", None),
     "q08_c14_forged_stdout_result.py": (None, None),  # the result channel is private: outputs wrong
     "q10_c11_heap_scan_leaks_seed.py": ("[out-of-bounds]", None),

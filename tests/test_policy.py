@@ -424,6 +424,9 @@ def test_holdout4_and_5_honest_idioms_pass(body):
     # triton.language.extra.modules is sys.modules; builtins' names as attributes
     ("def forward(x):\n    m = tl.extra.modules\n    k[(1,)](x)\n    return x\n", "introspection", 2),
     ("def forward(x):\n    f = x.getattr\n    k[(1,)](x)\n    return x\n", "introspection", 2),
+    # a slice or mask write is a tensor write
+    ("def forward(x):\n    y = torch.empty_like(x)\n    y[:] = x\n    k[(1,)](x)\n    return y\n", "torch-work", 3),
+    ("def forward(x):\n    k[(1,)](x)\n    x[x == 0] = 1.0\n    return x\n", "torch-work", 3),
 ])
 def test_holdout6_rules_name_their_rule_and_line(body, rule, line):
     found = rules(body)

@@ -644,7 +644,12 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if isinstance(node.ctx, (ast.Store, ast.Del)):
-            self._check_state(node.value, node)
+            fresh = isinstance(node.value, ast.Name) and node.value.id in self.fresh_locals
+            if not self.in_kernel and self.scope_locals is not None and not fresh and _tensor_index(node.slice):
+                self.flag("torch-work", node, f"{ast.unparse(node)[:60]!r}: writing into a tensor in host code is "
+                                              "torch work; write it from a Triton kernel")
+            else:
+                self._check_state(node.value, node)
             if self.in_kernel:
                 self.flag("torch-work", node, "item assignment inside a @triton.jit kernel is not allowed (Triton "
                                               "tensors have none; write results with tl.store)")
@@ -893,6 +898,13 @@ _DEF_LINE = re.compile(r"(async\s+)?def(\s|\\|$)")
 class _Line:
     """A node stand-in for a violation at a source line."""
     lineno: int
+
+
+def _tensor_index(node: ast.AST) -> bool:
+    """An index only tensors take in practice: slices, ``...`` or a mask (``t[:] = v``, ``t[t == x] = v``)."""
+    parts = node.elts if isinstance(node, ast.Tuple) else [node]
+    return any(isinstance(p, (ast.Slice, ast.Compare)) or (isinstance(p, ast.Constant) and p.value is Ellipsis)
+               for p in parts)
 
 
 def _is_shape_entry(node: ast.AST) -> bool:
