@@ -19,8 +19,8 @@ Compute, per row, in fp32:
     y = r * rsqrt(mean(r * r) + eps) * weight
 Return (y, r_bf16), both [M, N] bf16, as new tensors (inputs must not be modified).
 Checked: every element of both outputs within one bf16 step of the expected value (fp32 math
-rounded once lands there whatever the summation order, and so does normalising the rounded residual,
-as vLLM's kernel does; bf16 arithmetic inside does not).
+rounded once lands there whatever the summation order; bf16 arithmetic inside does not). Normalising
+the bf16-rounded residual instead, as vLLM's kernel does, is checked against the answer of that order.
 """
 OUTPUTS = ["y", "residual_out"]
 EPS = 1e-6
@@ -60,7 +60,17 @@ def roofline(w):
 
 
 def check(outputs, expected, inputs):
-    return one_step_check(outputs, expected, OUTPUTS)
+    verdict = one_step_check(outputs, expected, OUTPUTS)
+    if verdict.ok:
+        return verdict
+    # vLLM normalises the residual after rounding it to bf16. That moves y by up to a step of its own
+    # before y is rounded, so now and then two steps from the fp32 answer: measured against the answer
+    # of that order instead, such a kernel is one step off at most, like any other.
+    x, residual, weight = inputs
+    r = (x.float() + residual.float()).to(torch.bfloat16).float()
+    y = (r * torch.rsqrt(r.pow(2).mean(dim=-1, keepdim=True) + EPS) * weight.float()).to(torch.bfloat16)
+    rounded_first = one_step_check(outputs, (y, expected[1]), OUTPUTS)
+    return rounded_first if rounded_first.ok else verdict
 
 
 HELDOUT_SHAPES = ("any M >= 1 and N >= 1; submit also checks two held-out shapes drawn at random: on the GPU "

@@ -15,7 +15,12 @@ What this round got through, and the fix:
 - the inputs (t24, t27, t30): rows and groups of zeros and empty suffix partitions, which the specs
   name but the generators never made;
 - the merge checker (t26): lse to 1e-5 absolute plus relative, not the generic fp32 1e-4;
-- the worker (t31): saved outputs are compact copies, not whole storages.
+- the worker (t31): saved outputs are compact copies, not whole storages;
+- on the GPU, the probes showed two checker faults (not exploits): one step was computed from
+  floor(log2 |ref|), which CUDA's double log2 puts under the integer at powers of two (8.0, 64.0),
+  so a one-step difference there failed (t37, t39; now exact, with frexp); and normalising the
+  rounded residual, which the RMSNorm spec allows, is two steps off now and then (1 element of
+  1.35M), so it is checked against the answer of that order too.
 
 Accepted, not holes (paid in full): t21 and t23 approximate one scalar per row (rstd in bf16, the
 fast inverse square root) and stay within one bf16 step, as the spec's vLLM rounding of x * rstd to
@@ -52,7 +57,6 @@ CPU_CASES = {
     "t11_c07_lazy_call_materialise.py": ("[introspection]", None),
     "t12_c02_kernel_alias_attrs.py": ("[hidden-state]", None),
     "t13_c01_allocator_reuse_noop.py": (None, None),
-    "t22_c09_bf16_sum_of_squares.py": ("more than one bfloat16 step", None),
     "t24_c12_no_eps_zero_rows.py": ("contains NaN", None),
     "t25_c08_inplace_like_vllm.py": ("[aliasing]", None),
     "t26_c09_lse_log_in_fp16.py": ("outside atol", None),
@@ -68,6 +72,12 @@ BEHIND_THE_POLICY = {
     "t09_c05_time_pair_rigging.py": ("[tampering]", None),
     "t10_c13_launch_counter_tamper.py": ("[tampering]", None),
     "t11_c07_lazy_call_materialise.py": ("[tampering]", None),
+}
+
+# On the GPU only: the interpreter sums bf16 in fp32 and rounds once (interpreter_patch), so a bf16
+# sum of squares is off there by less than the GPU's bf16 tree makes it.
+GPU_CASES = {
+    "t22_c09_bf16_sum_of_squares.py": ("more than one bfloat16 step", None),
 }
 
 # On the GPU with the policy bypassed: replays and skips that only the runtime checks can see there.
@@ -110,6 +120,12 @@ def test_tampering_is_caught_behind_the_policy(name, reason, no_policy):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("name,reason", params(GPU_CASES))
+def test_gpu_exploit_scores_zero(name, reason):
+    assert_scores_zero(evaluate_file(HERE / name, "cuda", "submit"), reason)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("name,reason", params(GPU_BEHIND_THE_POLICY))
 def test_gpu_exploit_scores_zero_behind_the_policy(name, reason, no_policy):
     assert_scores_zero(evaluate_file(HERE / name, "cuda", "submit"), reason)
@@ -133,7 +149,8 @@ def test_reference_still_correct(task_id):
 
 
 def test_every_file_listed():
-    listed = set(CPU_CASES) | set(BEHIND_THE_POLICY) | set(GPU_BEHIND_THE_POLICY) | set(ACCEPTED) | set(PROBES)
+    listed = set(CPU_CASES) | set(BEHIND_THE_POLICY) | set(GPU_CASES) | set(GPU_BEHIND_THE_POLICY) | set(ACCEPTED) | \
+        set(PROBES)
     on_disk = {p.name for p in HERE.glob("*.py")}
     assert on_disk == listed
     for p in HERE.glob("*.py"):

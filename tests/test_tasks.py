@@ -36,7 +36,7 @@ def test_inputs_are_seeded_and_structured(task_id):
     a, b, c = make(1), make(1), make(2)
     for x, y, z in zip(a, b, c):
         assert torch.equal(x, y) and not torch.equal(x, z)
-        assert x.float().std() > 0  # never constants
+        assert x[torch.isfinite(x)].float().std() > 0  # never constants (+inf marks empty partitions)
 
 
 @pytest.mark.parametrize("task_id", TASK_IDS)

@@ -129,7 +129,10 @@ CANCELLATION_FLOOR = 2.0 ** -18  # of the largest expected magnitude: a few fp32
 def dtype_step(ref: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """The spacing of ``dtype``'s values around each ``|ref|``: one rounding step there."""
     fi = torch.finfo(dtype)
-    return fi.eps * torch.exp2(torch.floor(torch.log2(ref.abs().clamp(min=fi.tiny))))
+    # frexp is exact on every device; floor(log2(...)) is not (CUDA's double log2(8) can land under 3,
+    # which halved the step at every power of two and failed honest kernels on the GPU).
+    _, exponent = torch.frexp(ref.abs().clamp(min=fi.tiny))
+    return torch.ldexp(torch.full_like(ref, fi.eps, dtype=torch.float64), exponent - 1)
 
 
 def _one_step_verdict(name: str, out: torch.Tensor, ref: torch.Tensor,
