@@ -200,8 +200,11 @@ def test_one_step_check_admits_one_rounding_step_and_no_more():
 
 
 def test_saved_outputs_hold_their_own_elements_only(tmp_path):
-    """A 16-element view of a 4 MiB storage (hold-out t31): torch.save would write the whole storage."""
-    view = torch.zeros(2**20)[:16]
-    torch.save(portable((view,)), tmp_path / "out.pt")
-    assert (tmp_path / "out.pt").stat().st_size < 4096
-    assert torch.equal(torch.load(tmp_path / "out.pt")[0], view)
+    """A 16-element view of a 4 MiB storage (hold-out t31): torch.save would write the whole storage.
+    The layout travels unchanged (the checker refuses a transposed or strided output)."""
+    big = torch.arange(2.0**20)
+    views = (big[:16], big[:64].view(8, 8).t(), big[3:35:2])
+    torch.save(portable(views), tmp_path / "out.pt")
+    assert (tmp_path / "out.pt").stat().st_size < 8192
+    for saved, view in zip(torch.load(tmp_path / "out.pt"), views):
+        assert torch.equal(saved, view) and saved.stride() == view.stride()

@@ -68,10 +68,21 @@ def outputs_file(req: EvalRequest, workload: str, kind: str) -> Path:
     return Path(req.outputs_dir) / f"{hashlib.sha256(workload.encode()).hexdigest()[:16]}-{kind}.pt"
 
 
+def moved(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """A copy of ``t`` on ``device`` with the same shape and strides (the checker checks the layout;
+    .to() would make a strided view contiguous), whose storage holds only the elements the view
+    spans (torch.save writes a whole storage: a small view of a huge one would flood the disk)."""
+    t = t.detach()
+    if not t.numel():
+        return t.to(device)
+    extent = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    span = torch.as_strided(t, (extent,), (1,)).to(device, copy=True)
+    return torch.as_strided(span, t.shape, t.stride())
+
+
 def portable(outputs: tuple) -> list[torch.Tensor]:
-    """Host copies of the outputs holding their own elements only: torch.save writes a tensor's whole
-    storage, and a small view of a huge one would flood the disk and the checker."""
-    return [o.detach().cpu().clone(memory_format=torch.contiguous_format) for o in outputs]
+    """Host copies of the outputs for the checker (see moved)."""
+    return [moved(o, "cpu") for o in outputs]
 
 
 class Channel:
@@ -330,7 +341,7 @@ class CheckRun(Run):
 
     def verify(self, w: Workload, kind: str, inputs: tuple) -> WorkloadResult:
         expected = as_tuple(self.baseline.forward(*inputs))
-        outputs = tuple(o.to(self.device) for o in torch.load(outputs_file(self.req, w.name, kind)))
+        outputs = tuple(moved(o, self.device) for o in torch.load(outputs_file(self.req, w.name, kind)))
         v = verdict_for(self.task, outputs, expected, inputs)
         return WorkloadResult(w.name, v.ok, v.message, v.max_abs_err, v.max_rel_err)
 
@@ -341,7 +352,7 @@ def _run_fingerprint() -> dict[str, object]:
     g = globals()
     fp: dict[str, object] = dict(harness_fingerprint())
     fp.update({f"worker.{n}": id(g.get(n)) for n in (
-        "harness_fingerprint", "output_problems", "as_tuple", "short_traceback", "outputs_file", "portable",
+        "harness_fingerprint", "output_problems", "as_tuple", "short_traceback", "outputs_file", "portable", "moved",
         "_device_broken", "access_policy_window_bytes", "derive_seed", "SolutionRun", "LaunchCounter",
         "TorchWorkGuard")})
     for cls in (Run, SolutionRun, LaunchCounter, TorchWorkGuard):
