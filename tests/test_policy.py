@@ -270,10 +270,12 @@ IDIOM_KERNEL = ("import math\nimport itertools\nimport torch\nimport triton\nimp
     "if not torch.cuda.is_available():\n    raise RuntimeError('needs a GPU')\n"
     "def forward(x):\n    k[(1,)](x, 1, B=16)\n    return x\n\nif __name__ == '__main__':\n    print(forward(1))\n",
     # module constants that are expressions, read inside a kernel; a docstring with prose
-    "BLOCK = 2 ** 7\nINV = 1.0 / math.sqrt(BLOCK)\nNEG = float('-inf')\nDT = tl.bfloat16\nC = tl.constexpr(BLOCK * 2)\n"
-    "F8 = torch.finfo(torch.float8_e4m3fn).max\nPAIR = (BLOCK, 4)\n"
+    # (wrapped in tl.constexpr, which Triton's GPU compiler requires of a global a kernel reads)
+    "BLOCK = 2 ** 7\nINV = tl.constexpr(1.0 / math.sqrt(BLOCK))\nNEG = tl.constexpr(float('-inf'))\n"
+    "DT = tl.bfloat16\nC = tl.constexpr(BLOCK * 2)\nF8 = tl.constexpr(torch.finfo(torch.float8_e4m3fn).max)\n"
+    "HALF = 0.5 * C\n"
     '@triton.jit\ndef k3(p):\n    """Doc.\n\n    define: x * INV.\n    """\n'
-    "    x = tl.load(p) * INV + NEG + C + F8 + PAIR[0]\n    tl.store(p, x.to(DT))\n"
+    "    x = tl.load(p) * INV + NEG + C + F8 + HALF\n    tl.store(p, x.to(DT))\n"
     "def forward(x):\n    k3[(1,)](x)\n    return x\n",
 ])
 def test_holdout2_honest_idioms_pass(body):
@@ -319,7 +321,7 @@ def test_a_referenced_helper_that_never_launches_is_still_no_kernel():
 @pytest.mark.parametrize("body", [
     # int()/float()/bool() of literals, constexpr parameters and module constants; Python's math numbers;
     # tl.math; list displays of constants (shapes); comprehensions and math in host code
-    "SCALE = 2.0\n@triton.jit\ndef k2(p, n, B: tl.constexpr, F: tl.constexpr):\n"
+    "SCALE = tl.constexpr(2.0)\n@triton.jit\ndef k2(p, n, B: tl.constexpr, F: tl.constexpr):\n"
     "    a = tl.zeros([B, 2], dtype=tl.float32) + float(SCALE) + int(B) + float(1) + bool(F) * math.pi\n"
     "    y = tl.math.exp(tl.load(p)) * math.e + tl.math.log2(tl.load(p))\n"
     "    tl.store(p, y + tl.sum(tl.reshape(a, [2 * B]), 0) + tl.sum(tl.sum(tl.reshape(a, [a.shape[0], a.shape[1]]), 1), 0))\n"
@@ -424,6 +426,9 @@ def test_holdout4_and_5_honest_idioms_pass(body):
     # triton.language.extra.modules is sys.modules; builtins' names as attributes
     ("def forward(x):\n    m = tl.extra.modules\n    k[(1,)](x)\n    return x\n", "introspection", 2),
     ("def forward(x):\n    f = x.getattr\n    k[(1,)](x)\n    return x\n", "introspection", 2),
+    # a plain module number read in a kernel: only the interpreter runs it
+    ("EPS = 1e-6\n@triton.jit\ndef k2(p):\n    tl.store(p, tl.load(p) + EPS)\n"
+     "def forward(x):\n    k2[(1,)](x)\n    return x\n", "non-constexpr-global", 4),
     # a slice or mask write is a tensor write
     ("def forward(x):\n    y = torch.empty_like(x)\n    y[:] = x\n    k[(1,)](x)\n    return y\n", "torch-work", 3),
     ("def forward(x):\n    k[(1,)](x)\n    x[x == 0] = 1.0\n    return x\n", "torch-work", 3),

@@ -378,6 +378,8 @@ class _Checker(ast.NodeVisitor):
         self.fresh_locals: set[str] = set()  # host locals bound only to containers made in the call
         self.tainted_locals: set[str] = set()  # host locals that may hold an object kept between calls
         self.scope_params: set[str] = set()
+        self.compiler_globals: set[str] = set()  # set by check_solution: see _compiler_globals
+        self.in_kernel_signature = False  # visiting a kernel's defaults or annotations (globals allowed there)
         self.kernel_constexprs: set[str] = set()  # tl.constexpr parameters of the kernel being visited
         self.kernel_loop_names: set[str] = set()  # kernel names bound by for/with/walrus targets
         self.kernel_params: set[str] = set()
@@ -626,6 +628,11 @@ class _Checker(ast.NodeVisitor):
         if name not in allowed and self._resolve(name).split(".")[0] not in ("triton", "math"):
             self.flag("torch-work", node, f"a Triton kernel may read only its arguments, its locals, triton, math, "
                                           f"other kernels and module-level constants, not {name!r}")
+        elif name in self.constants and name not in self.scope_locals | self.compiler_globals and \
+                not self.in_kernel_signature:
+            self.flag("non-constexpr-global", node, f"the kernel reads the module-level number {name!r}: Triton's "
+                                                    f"GPU compiler refuses it (bind it as {name} = "
+                                                    "tl.constexpr(...)); only the CPU interpreter would run it")
 
     def _check_state(self, target: ast.AST, node: ast.AST) -> None:
         """[hidden-state]: host code may change only a container the same call made (``out = []`` then
@@ -834,12 +841,14 @@ class _Checker(ast.NodeVisitor):
             self.kernel_loop_names = _loop_bound_names(node)
         for child in node.body:
             self.visit(child)
+        self.in_kernel_signature = True
         for default in node.args.defaults + node.args.kw_defaults:
             if default is not None:
                 self.visit(default)
         for p in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
             if p.annotation is not None:
                 self.visit(p.annotation)
+        self.in_kernel_signature = False
         self.in_kernel, self.scope_locals = outer, outer_locals
         (self.kernel_constexprs, self.kernel_loop_names, self.metadata_locals, self.fresh_locals,
          self.tainted_locals, self.scope_params) = saved
@@ -1124,6 +1133,27 @@ def _module_constants(tree: ast.Module, aliases: dict[str, str], bound: set[str]
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if all(isinstance(t, ast.Name) for t in targets) and _is_constant_expr(node.value, names, aliases, bound):
                 names |= {t.id for t in targets if stores.get(t.id) == 1}
+    return names
+
+
+def _compiler_globals(tree: ast.Module, aliases: dict[str, str]) -> set[str]:
+    """Module-level names Triton's GPU compiler lets a kernel read: bound to ``tl.constexpr(...)`` or to
+    an object of triton.language (a dtype, a function). A plain number it refuses ("Cannot access
+    global variable"), though the interpreter runs it."""
+    names: set[str] = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+            if isinstance(node, ast.AnnAssign) and node.value is not None else []
+        if targets and all(isinstance(t, ast.Name) for t in targets):
+            value = node.value.func if isinstance(node.value, ast.Call) else node.value
+            dotted = _dotted(value)
+            full = _resolve_with(aliases, dotted) if dotted and dotted.split(".")[0] in aliases else ""
+            # arithmetic on a constexpr (1.0 / FP8_MAX) makes a constexpr
+            arithmetic = isinstance(node.value, (ast.BinOp, ast.UnaryOp)) and any(
+                isinstance(n, ast.Name) and n.id in names for n in ast.walk(node.value))
+            if arithmetic or (full.startswith(TRITON_LANGUAGE + ".") and (
+                    value is node.value or full.rsplit(".", 1)[-1] == "constexpr")):
+                names |= {t.id for t in targets}
     return names
 
 
@@ -1432,6 +1462,7 @@ def check_solution(source: str, allowed_torch: frozenset[str] = frozenset(),
         checker.module_bound = bound
         checker.constants = _module_constants(tree, aliases, bound)
         checker.mutable_globals = _module_mutables(tree, aliases)
+        checker.compiler_globals = _compiler_globals(tree, aliases)
         checker.protected = set(aliases) | MODULE_NAMES
         checker.visit(tree)
         checker.violations.extend(_name_problems(tree, table, aliases))

@@ -8,7 +8,7 @@ import triton
 import triton.language as tl
 
 GROUP = tl.constexpr(2 ** 7)
-FP8_MAX = 448.0
+FP8_MAX = tl.constexpr(448.0)
 INV_FP8_MAX = 1.0 / FP8_MAX
 
 

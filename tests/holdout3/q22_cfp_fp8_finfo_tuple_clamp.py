@@ -14,7 +14,7 @@ import triton.language as tl
 
 FP8_MAX = torch.finfo(torch.float8_e4m3fn).max
 GROUP = 128
-EPS = 1e-10
+EPS = tl.constexpr(1e-10)
 OUT_DTYPE = tl.float8e4nv
 
 

@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-INF = float("inf")
+INF = tl.constexpr(float("inf"))
 
 
 @triton.jit

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-BLOCK_CAP: tl.constexpr = 2048
+BLOCK_CAP = tl.constexpr(2048)
 WARPS = {256: 1, 512: 2, 1024: 4, 2048: 8}
 
 

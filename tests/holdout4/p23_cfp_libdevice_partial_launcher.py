@@ -15,8 +15,8 @@ import torch
 import triton
 import triton.language as tl
 
-LOG2E = 1.4426950408889634
-LN2 = math.log(2.0)
+LOG2E = tl.constexpr(1.4426950408889634)
+LN2 = tl.constexpr(math.log(2.0))
 
 
 @triton.jit

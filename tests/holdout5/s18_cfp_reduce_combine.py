@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 
 EPS = 1e-6
-MAX_CHUNK = 1024
+MAX_CHUNK = tl.constexpr(1024)
 
 
 @triton.jit

@@ -9,8 +9,8 @@ import torch
 import triton
 import triton.language as tl
 
-NEG_INF = float("-inf")
-POS_INF = float("inf")
+NEG_INF = tl.constexpr(float("-inf"))
+POS_INF = tl.constexpr(float("inf"))
 
 
 @triton.jit
