@@ -808,8 +808,7 @@ class _Checker(ast.NodeVisitor):
     def _enter_host_scope(self, func: ast.AST, inherit: bool = False) -> None:
         """The fresh and tainted locals of a host function (see _host_scope); a lambda keeps its
         enclosing function's, less the names its parameters shadow."""
-        a = func.args
-        params = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]}
+        params = _param_names(func.args)
         kept = (self.mutable_globals | self.kernel_names) - self.scope_locals
         fresh, tainted = _host_scope(func, kept | (self.tainted_locals - params if inherit else set()),
                                      self.module_bound | self.scope_locals)
@@ -939,11 +938,13 @@ def _loop_bound_names(func: ast.AST) -> set[str]:
     return names
 
 
+def _param_names(a: ast.arguments) -> set[str]:
+    return {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]}
+
+
 def _bound_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     """Parameters and every name the function (or a nested scope in it) binds."""
-    a = func.args
-    names = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
-    names |= {p.arg for p in (a.vararg, a.kwarg) if p is not None}
+    names = _param_names(func.args)
     for node in ast.walk(func):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
@@ -1008,7 +1009,7 @@ def _host_scope(func: ast.AST, kept: set[str], rebound: set[str]) -> tuple[set[s
     call (module containers, kernels). Tainted: bound, directly or through other locals, from an expression
     that may hold such an object (``memo = CACHE.get(k)``, ``k = kernel``, ``for c in TABLE``). Fresh: never
     a parameter, bound only to a container made on the spot (``[]``, ``{}``, ``dict(...)``, a comprehension)."""
-    pairs = [(t, v) for t, v in _bindings(func)]
+    pairs = list(_bindings(func))
     tainted: set[str] = set()
     while True:
         grown = {n for t, v in pairs if _mentions(v, kept | tainted, rebound) for n in _stored_names(t)} - tainted
@@ -1021,9 +1022,7 @@ def _host_scope(func: ast.AST, kept: set[str], rebound: set[str]) -> tuple[set[s
             isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in FRESH_CALLS and
             v.func.id not in rebound)
 
-    a = func.args
-    params = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]}
-    fresh, stale = set(), set(params)
+    fresh, stale = set(), _param_names(func.args)
     for t, v in pairs:
         names = _stored_names(t)
         (fresh if isinstance(t, ast.Name) and fresh_value(v) else stale).update(names)
