@@ -28,8 +28,8 @@ What this round got through, and the fix:
 Accepted, not holes (paid in full): t21 and t23 approximate one scalar per row (rstd in bf16, the
 fast inverse square root) and stay within one bf16 step, as the spec's vLLM rounding of x * rstd to
 bf16 does; they buy no speed. t28 drops a partition whose weight is under 2^-17, inside the
-cancellation floor. t29 rounds through fp16 before fp8 and moves 0.27% of q by one step, inside the
-spec's 0.5%. t31, t34 (eviction hints) and t36 (touching a scratch buffer after the work) compute
+cancellation floor. t29 rounds through fp16 before fp8 and moved 0.27% of q by one step (its
+author's CPU run on 64x7168), inside the spec's 0.5%. t31, t34 (eviction hints) and t36 (touching a scratch buffer after the work) compute
 honest values; their GPU effect on time is what the GPU run of the suite measures.
 """
 
