@@ -29,8 +29,9 @@ Accepted, not holes (paid in full): t21 and t23 approximate one scalar per row (
 fast inverse square root) and stay within one bf16 step, as the spec's vLLM rounding of x * rstd to
 bf16 does; they buy no speed. t28 drops a partition whose weight is under 2^-17, inside the
 cancellation floor. t29 rounds through fp16 before fp8 and moved 0.27% of q by one step (its
-author's CPU run on 64x7168), inside the spec's 0.5%. t31, t34 (eviction hints) and t36 (touching a scratch buffer after the work) compute
-honest values; their GPU effect on time is what the GPU run of the suite measures.
+author's CPU run on 64x7168), inside the spec's 0.5%. t31, t34 (eviction hints) and t36 (touching a
+scratch buffer after the work) compute honest values; what t34 and t36 do to the time was measured
+on the H200 (benchmarks/results/gpu-tests-2026-12-01.md, fifth run).
 """
 
 from __future__ import annotations
