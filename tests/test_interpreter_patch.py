@@ -230,3 +230,158 @@ def test_bf16_dot_accumulates_in_fp32(tmp_path):
         # bf16 products are exact in fp32; only the fp32 summation order differs.
         torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-5, atol=1e-5)
     """)
+
+
+# GPU-valid kernel idioms the stock interpreter cannot run (issue 11, item 4). Each check loads and
+# runs the kernel under the patched interpreter directly: the static policy is not involved.
+
+def test_autotune_with_several_configs_runs_the_first_config(tmp_path):
+    run_interpreted(tmp_path, """
+        def drop_big(configs, named_args, **kwargs):
+            return [c for c in configs if c.kwargs["BLOCK"] < 256]
+
+        @triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=2),
+                                  triton.Config({"BLOCK": 128}, num_warps=4),
+                                  triton.Config({"BLOCK": 256}, num_warps=8)], key=["n"])
+        @triton.jit
+        def double(x_ptr, y_ptr, used_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+            tl.store(used_ptr + tl.program_id(0), BLOCK)
+
+        # The same configs listed the other way round, with a pruning hook that drops the first one.
+        @triton.autotune(configs=[triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 128}),
+                                  triton.Config({"BLOCK": 64})],
+                         key=["n"], prune_configs_by={"early_config_prune": drop_big})
+        @triton.jit
+        def double_pruned(x_ptr, y_ptr, used_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+            tl.store(used_ptr + tl.program_id(0), BLOCK)
+
+        for n in (300, 200):  # two tuning keys
+            x = torch.randn(n)
+            y = torch.empty_like(x)
+            used = torch.zeros(8, dtype=torch.int32)
+            double[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, used, n)
+            assert torch.equal(y, 2 * x)
+            assert used[:triton.cdiv(n, 64)].eq(64).all(), used  # the first config ran
+            assert double.best_config.kwargs == {"BLOCK": 64}
+            used.zero_()
+            double_pruned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, used, n)
+            assert torch.equal(y, 2 * x)
+            assert used[:triton.cdiv(n, 128)].eq(128).all(), used  # the first config left after pruning
+
+        # As on the GPU, a tuned meta-parameter may not also be passed by the caller.
+        try:
+            double[(1,)](x, y, used, 1000, BLOCK=32)
+        except ValueError as exc:
+            assert "Conflicting meta-parameters" in str(exc), exc
+        else:
+            raise AssertionError("a meta-parameter given twice was accepted")
+    """)
+
+
+def test_bool_and_scalar_kernel_arguments_used_in_if(tmp_path):
+    run_interpreted(tmp_path, """
+        @triton.jit
+        def scale(x_ptr, y_ptr, n, factor, DOUBLE, negate, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+            if DOUBLE:            # a bool argument (i1 on the GPU)
+                x = x * 2
+            if negate:
+                x = -x
+            if n > 100:           # an int argument
+                x = x + 1
+            if factor != 1.0:     # a float argument
+                x = x * factor
+            tl.store(y_ptr + offs, x, mask=offs < n)
+
+        x = torch.randn(256)
+        y = torch.empty_like(x)
+        for double in (True, False):
+            for negate in (True, False):
+                for n in (50, 200):
+                    for factor in (1.0, 0.5):
+                        y.zero_()
+                        scale[(1,)](x, y, n, factor, double, negate, BLOCK=256)
+                        ref = x[:n] * (2 if double else 1) * (-1 if negate else 1)
+                        ref = (ref + (1 if n > 100 else 0)) * factor
+                        torch.testing.assert_close(y[:n], ref)
+    """)
+
+
+def test_libdevice_functions_imported_by_name(tmp_path):
+    run_interpreted(tmp_path, """
+        from triton.language.extra import libdevice
+        from triton.language.extra.libdevice import exp, fast_expf, fma, isnan, log1p, pow, rsqrt, tanh
+        from triton.language.extra.cuda import libdevice as cuda_libdevice
+
+        @triton.jit
+        def maths(x_ptr, out_ptr, nan_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs)
+            tl.store(out_ptr + 0 * BLOCK + offs, rsqrt(x))
+            tl.store(out_ptr + 1 * BLOCK + offs, exp(-x))
+            tl.store(out_ptr + 2 * BLOCK + offs, tanh(x - 2.0))
+            tl.store(out_ptr + 3 * BLOCK + offs, log1p(x))
+            tl.store(out_ptr + 4 * BLOCK + offs, pow(x, 1.5))
+            tl.store(out_ptr + 5 * BLOCK + offs, fma(x, x, 1.0))
+            tl.store(out_ptr + 6 * BLOCK + offs, fast_expf(-x))
+            tl.store(out_ptr + 7 * BLOCK + offs, libdevice.sqrt(x))          # through the module
+            tl.store(out_ptr + 8 * BLOCK + offs, tl.extra.libdevice.log(x))  # through tl
+            tl.store(out_ptr + 9 * BLOCK + offs, cuda_libdevice.erf(x - 2.0))  # the backend's own module
+            tl.store(nan_ptr + offs, isnan(tl.where(x > 2.0, float("nan"), x)).to(tl.int8))
+
+        B = 256
+        x = torch.rand(B) * 4 + 0.01
+        out = torch.empty(10, B)
+        nan = torch.empty(B, dtype=torch.int8)
+        maths[(1,)](x, out, nan, BLOCK=B)
+        refs = [x.rsqrt(), (-x).exp(), (x - 2).tanh(), x.log1p(), x.pow(1.5), x * x + 1, (-x).exp(), x.sqrt(),
+                x.log(), torch.erf(x - 2)]
+        for i, ref in enumerate(refs):
+            torch.testing.assert_close(out[i], ref, rtol=2e-6, atol=1e-7, msg=f"function {i}")
+        assert torch.equal(nan, (x > 2).to(torch.int8))
+
+        # A function the table lacks names itself instead of returning None.
+        @triton.jit
+        def bessel(x_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, libdevice.cyl_bessel_i0(tl.load(x_ptr + offs)))
+
+        try:
+            bessel[(1,)](x, BLOCK=B)
+        except Exception as exc:
+            assert "cyl_bessel_i0" in str(exc), exc
+        else:
+            raise AssertionError("an unimplemented libdevice function ran")
+    """)
+
+
+def test_cuda_device_context_and_properties_on_cpu_tensors(tmp_path):
+    run_interpreted(tmp_path, """
+        @triton.jit
+        def copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+        x = torch.randn(1000)
+        y = torch.empty_like(x)
+        with torch.cuda.device(x.device):
+            props = torch.cuda.get_device_properties(x.device)
+            # Answered as for the H200 the tasks target.
+            assert props.multi_processor_count == 132 and props.warp_size == 32, props
+            assert getattr(props, "warp_size", 64) == 32
+            assert props.name == "NVIDIA H200" and (props.major, props.minor) == (9, 0)
+            assert torch.cuda.get_device_properties(x.device.index).multi_processor_count == 132
+            assert torch.cuda.get_device_properties("cpu").shared_memory_per_block_optin == 232448
+            assert torch.cuda.get_device_capability(x.device) == (9, 0)
+            assert torch.cuda.get_device_name(x.device) == "NVIDIA H200"
+            grid = (min(props.multi_processor_count, triton.cdiv(1000, 128)),)
+            copy[grid](x, y, 1000, BLOCK=128)
+        assert torch.equal(y, x)
+        with torch.cuda.device("cpu"), torch.cuda.device(x.device.index):
+            pass
+    """)

@@ -39,6 +39,7 @@ that run kernels with ``TRITON_INTERPRET=1``.
 
 from __future__ import annotations
 
+import collections
 import functools
 
 import numpy as np
@@ -268,6 +269,255 @@ def _patch_host_args(stock_init_args_hst, memory: _BoundsCheckedMemory):
     return init_args_hst
 
 
+# --- GPU-valid idioms the stock interpreter cannot run (issue 11, item 4) -----------------------
+#
+# Honest kernels written for the GPU use a few things Triton's interpreter (3.6) cannot run:
+# @triton.autotune with several configs (it benchmarks through a GPU driver: "0 active drivers"),
+# a bool kernel argument (converted to an int32 array typed int1, which fails), libdevice functions
+# (the interpreter implements no extern_elementwise, and `from triton.language.extra.libdevice
+# import rsqrt` binds a stub whose body is `...`, so it returns None), and `torch.cuda.device(...)`
+# contexts and device-property queries on the CPU tensors the interpreter runs on. The functions
+# below make each of them run, and answer device queries as for the GPU the tasks target.
+
+# torch.cuda.get_device_properties(0) on the H200 the tasks are timed on (torch 2.11, CUDA 13.0).
+H200_PROPERTIES = {
+    "name": "NVIDIA H200", "major": 9, "minor": 0, "multi_processor_count": 132, "warp_size": 32,
+    "total_memory": 150109880320, "L2_cache_size": 62914560, "max_threads_per_block": 1024,
+    "max_threads_per_multi_processor": 2048, "regs_per_multiprocessor": 65536, "shared_memory_per_block": 49152,
+    "shared_memory_per_block_optin": 232448, "shared_memory_per_multiprocessor": 233472, "clock_rate": 1980000,
+    "memory_clock_rate": 3201000, "memory_bus_width": 6016, "is_integrated": 0, "is_multi_gpu_board": 0,
+    "gcnArchName": "NVIDIA H200", "pci_bus_id": 0, "pci_device_id": 0, "pci_domain_id": 0,
+}
+
+
+class InterpreterDeviceProperties(collections.namedtuple("_H200", list(H200_PROPERTIES))):
+    """What ``torch.cuda.get_device_properties`` answers for a CPU device under the interpreter: the
+    H200's values (read off the H200 the tasks are timed on), so launch heuristics sized by the SM
+    count or warp size choose what they would choose there."""
+
+    __slots__ = ()
+
+
+def _patch_autotuner(autotuner_cls):
+    """Multi-config ``@triton.autotune`` on the interpreter: *runs the first config*, without timing.
+
+    The stock autotuner times every config through the GPU driver ("0 active drivers" on the CPU).
+    Timing on the interpreter would say nothing about the GPU, so the tuner keeps the first config
+    that the kernel's own ``prune_configs_by`` hooks leave (early_config_prune, perf_model/top_k),
+    runs only that one, and caches the choice per tuning key as on the GPU. The other configs are
+    never run on the interpreter: a config that is wrong only on other shapes goes unnoticed here
+    (the GPU backend runs the one it times fastest). The check that a tuned meta-parameter is not
+    also passed by the caller stays, as on the GPU.
+    """
+    stock_prune = autotuner_cls.prune_configs
+
+    def prune_configs(self, kwargs):
+        return stock_prune(self, kwargs)[:1]
+
+    def _bench(self, *args, config, **meta):
+        conflicts = meta.keys() & config.kwargs.keys()
+        if conflicts:
+            raise ValueError(f"Conflicting meta-parameters: {', '.join(conflicts)}."
+                             " Make sure that you don't re-define auto-tuned symbols.")
+        return [0.0, 0.0, 0.0]  # never compared: only one config is left to "time"
+
+    return prune_configs, _bench
+
+
+def _patch_bool_args(stock_implicit_cvt):
+    """A bool kernel argument becomes an int1 scalar, as the GPU passes it (``i1``); the stock
+    conversion stores it in an int32 array, which an int1 tensor refuses."""
+
+    @functools.wraps(stock_implicit_cvt)
+    def implicit_cvt(arg):
+        if isinstance(arg, (bool, np.bool_)):
+            return tl.core.tensor(TensorHandle(np.array([bool(arg)], dtype=np.bool_), tl.int1), tl.int1)
+        return stock_implicit_cvt(arg)
+
+    return implicit_cvt
+
+
+def _libdevice_round(x):
+    return np.where(x >= 0, np.floor(x + 0.5), np.ceil(x - 0.5))  # halves away from zero, like C round()
+
+
+def _torch_fn(fn):
+    return lambda *xs: fn(*map(torch.from_numpy, xs)).numpy()
+
+
+# libdevice function name -> numpy implementation. Float arguments arrive as float64 (the result is
+# rounded once to the function's return type: correctly rounded, where libdevice is within an ulp
+# or two); integer arguments keep their type.
+_LIBDEVICE = {
+    "abs": np.abs, "fabs": np.abs, "ceil": np.ceil, "floor": np.floor, "trunc": np.trunc, "rint": np.rint,
+    "nearbyint": np.rint, "round": _libdevice_round, "sqrt": np.sqrt, "sqrt_rn": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x), "rsqrt_rn": lambda x: 1.0 / np.sqrt(x), "rcp_rn": lambda x: 1.0 / x,
+    "cbrt": np.cbrt, "rcbrt": lambda x: 1.0 / np.cbrt(x),
+    "exp": np.exp, "fast_expf": np.exp, "exp2": np.exp2, "exp10": lambda x: np.power(10.0, x),
+    "fast_exp10f": lambda x: np.power(10.0, x), "expm1": np.expm1,
+    "log": np.log, "fast_logf": np.log, "log2": np.log2, "fast_log2f": np.log2, "log10": np.log10,
+    "fast_log10f": np.log10, "log1p": np.log1p, "logb": lambda x: np.floor(np.log2(np.abs(x))),
+    "pow": np.power, "fast_powf": np.power,
+    "sin": np.sin, "fast_sinf": np.sin, "cos": np.cos, "fast_cosf": np.cos, "tan": np.tan, "fast_tanf": np.tan,
+    "sinpi": lambda x: np.sin(np.pi * x), "cospi": lambda x: np.cos(np.pi * x),
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "atan2": np.arctan2,
+    "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "fast_tanhf": np.tanh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+    "erf": _torch_fn(torch.erf), "erfc": _torch_fn(torch.erfc), "erfinv": _torch_fn(torch.erfinv),
+    "erfcinv": lambda x: _torch_fn(torch.erfinv)(1.0 - x), "erfcx": _torch_fn(torch.special.erfcx), "lgamma": _torch_fn(torch.lgamma),
+    "normcdf": _torch_fn(torch.special.ndtr), "normcdfinv": _torch_fn(torch.special.ndtri),
+    "fma": lambda x, y, z: x * y + z, "fma_rn": lambda x, y, z: x * y + z,
+    "add_rn": np.add, "sub_rn": np.subtract, "mul_rn": np.multiply, "div_rn": np.divide,
+    "fast_dividef": np.divide, "fmod": np.fmod, "remainder": lambda x, y: x - np.rint(x / y) * y,
+    "fdim": lambda x, y: np.maximum(x - y, 0.0), "hypot": np.hypot, "rhypot": lambda x, y: 1.0 / np.hypot(x, y),
+    "copysign": np.copysign, "ldexp": lambda x, e: np.ldexp(x, e.astype(np.int32)),
+    "scalbn": lambda x, e: np.ldexp(x, e.astype(np.int32)), "saturatef": lambda x: np.clip(x, 0.0, 1.0),
+    "isnan": np.isnan, "isinf": np.isinf, "isfinited": np.isfinite, "finitef": np.isfinite,
+    "signbit": np.signbit,
+    "float2int_rn": np.rint, "float2int_rz": np.trunc, "float2ll_rn": np.rint, "float2ll_rz": np.trunc,
+    "double2float_rn": lambda x: x, "int2float_rn": lambda x: x, "ll2float_rn": lambda x: x,
+    "int2double_rn": lambda x: x, "llrint": np.rint, "llround": _libdevice_round,
+}
+# Bit casts and neighbours work on the values as stored, not widened.
+_LIBDEVICE_RAW = {
+    "float_as_int": lambda x: x.view(np.int32), "int_as_float": lambda x: x.view(np.float32),
+    "float_as_uint": lambda x: x.view(np.uint32), "uint_as_float": lambda x: x.view(np.float32),
+    "double_as_longlong": lambda x: x.view(np.int64), "longlong_as_double": lambda x: x.view(np.float64),
+    "nextafter": np.nextafter,
+}
+
+
+@functools.cache
+def _libdevice_names() -> dict[str, str]:
+    """libdevice symbol (``__nv_rsqrtf``) -> the Python function that emits it (``rsqrt``), read off
+    the CUDA backend's libdevice module."""
+    import ast
+    import inspect
+
+    from triton.language.extra.cuda import libdevice as cuda_libdevice
+
+    names = {}
+    for node in ast.parse(inspect.getsource(cuda_libdevice)).body:
+        if isinstance(node, ast.FunctionDef):
+            for const in ast.walk(node):
+                if isinstance(const, ast.Constant) and isinstance(const.value, str) and const.value.startswith("__"):
+                    names[const.value] = node.name
+    return names
+
+
+def _extern_elementwise(self, lib_name, lib_path, symbol, args, ret_type, is_pure):
+    """libdevice calls on the interpreter (stock: NotImplementedError), computed with numpy."""
+    name = _libdevice_names().get(symbol, symbol)
+    ret_type = ret_type.scalar
+    out_dtype = interpreter._get_np_dtype(ret_type)
+    data = [a.data for a in args]
+    if name in _LIBDEVICE_RAW:
+        out = _LIBDEVICE_RAW[name](*data)
+    elif name in _LIBDEVICE:
+        if any(d.dtype.kind == "f" for d in data):
+            data = [d.astype(np.float64) for d in data]
+        with np.errstate(all="ignore"):
+            out = _LIBDEVICE[name](*data)
+    else:
+        raise NotImplementedError(f"libdevice.{name} ({symbol}) has no implementation on Triton's CPU "
+                                  "interpreter (d2k_env/evaluator/interpreter_patch.py); it runs on the GPU")
+    return TensorHandle(np.asarray(out).astype(out_dtype), ret_type)
+
+
+def _patch_libdevice() -> None:
+    """Make libdevice functions callable in interpreted kernels, however they were imported.
+
+    Inside a kernel the GPU compiler maps the stubs of ``triton.language.extra.libdevice`` to the
+    backend's module; the interpreter calls the stub itself (``...``: None). Each stub, and each
+    function of the CUDA backend's module (``tl.extra.cuda.libdevice``, which needs a ``_semantic``
+    the interpreter does not pass), is replaced by the CUDA function called with the interpreter's
+    semantic. Module attributes are replaced, so ``from ... import rsqrt`` must run after
+    ``apply()`` (the worker applies the patch before it loads a solution).
+    """
+    from triton.language.extra import libdevice as stubs
+    from triton.language.extra.cuda import libdevice as cuda_libdevice
+
+    def on_interpreter(name, cuda_fn):
+        @functools.wraps(getattr(stubs, name, cuda_fn))
+        def call(*args, **kwargs):
+            kwargs.pop("_semantic", None)
+            return cuda_fn(*args, _semantic=interpreter.interpreter_semantic, **kwargs)
+
+        return call
+
+    for name, fn in list(vars(cuda_libdevice).items()):
+        if tl.core.is_builtin(fn):
+            setattr(cuda_libdevice, name, on_interpreter(name, fn))
+            if callable(getattr(stubs, name, None)):
+                setattr(stubs, name, getattr(cuda_libdevice, name))
+    # A stub the CUDA backend lacks (fast_tanhf is AMD's) fails to compile on the H200 too.
+    for name, fn in list(vars(stubs).items()):
+        if callable(fn) and getattr(fn, "__module__", None) == stubs.__name__ and not hasattr(cuda_libdevice, name):
+            setattr(stubs, name, _not_on_cuda(name))
+
+
+def _not_on_cuda(name):
+    def call(*args, **kwargs):
+        raise NotImplementedError(f"libdevice.{name} has no CUDA implementation: the GPU cannot compile it either")
+
+    call.__name__ = name
+    return call
+
+
+def _is_cpu(device) -> bool:
+    if isinstance(device, str):
+        device = torch.device(device)
+    return isinstance(device, torch.device) and device.type == "cpu"
+
+
+def _standing_in(device) -> bool:
+    """Whether a device query gets the H200's answer: a CPU device, or any (None, an index) when this
+    process has no GPU of its own."""
+    return _is_cpu(device) or ((device is None or isinstance(device, int)) and not torch.cuda.is_available())
+
+
+def _patch_torch_cuda() -> None:
+    """``torch.cuda.device(x.device)`` with a CPU tensor is a no-op context (the stock one refuses a
+    CPU device), and device queries about a CPU device (``get_device_properties``,
+    ``get_device_capability``, ``get_device_name``) answer as for the H200 the tasks target
+    (:data:`H200_PROPERTIES`: 132 SMs, warp size 32), as do queries naming no device or an index
+    when this process has no GPU. Queries about real CUDA devices are untouched."""
+    cuda = torch.cuda
+    stock_init = cuda.device.__init__
+    stock_props, stock_capability, stock_name = (cuda.get_device_properties, cuda.get_device_capability,
+                                                 cuda.get_device_name)
+
+    def device_init(self, device):
+        if _is_cpu(device) or (device is None and not cuda.is_available()):  # a CPU tensor's device.index
+            self.idx, self.prev_idx = -1, -1  # __enter__/__exit__ exchange nothing for -1
+            return
+        stock_init(self, device)
+
+    def get_device_properties(device=None):
+        return InterpreterDeviceProperties(**H200_PROPERTIES) if _standing_in(device) else stock_props(device)
+
+    def get_device_capability(device=None):
+        return (9, 0) if _standing_in(device) else stock_capability(device)
+
+    def get_device_name(device=None):
+        return H200_PROPERTIES["name"] if _standing_in(device) else stock_name(device)
+
+    cuda.device.__init__ = device_init
+    cuda.get_device_properties, cuda.get_device_capability, cuda.get_device_name = (
+        get_device_properties, get_device_capability, get_device_name)
+
+
+def _apply_gpu_idioms() -> None:
+    """The patches above, once (called by :func:`apply`)."""
+    from triton.runtime import autotuner
+
+    autotuner.Autotuner.prune_configs, autotuner.Autotuner._bench = _patch_autotuner(autotuner.Autotuner)
+    interpreter._implicit_cvt = _patch_bool_args(interpreter._implicit_cvt)
+    Builder.create_extern_elementwise = _extern_elementwise
+    _patch_libdevice()
+    _patch_torch_cuda()
+
+
 def apply() -> None:
     """Patch triton.runtime.interpreter in place (idempotent)."""
     if getattr(Builder, "_d2k_bf16_fp8_patched", False):
@@ -285,4 +535,5 @@ def apply() -> None:
     memory = _BoundsCheckedMemory(interpreter._interpreter)
     interpreter._interpreter = memory
     interpreter.GridExecutor._init_args_hst = _patch_host_args(interpreter.GridExecutor._init_args_hst, memory)
+    _apply_gpu_idioms()
     Builder._d2k_bf16_fp8_patched = True
