@@ -24,7 +24,7 @@ from gymnasium import spaces
 from d2k_env import reward as rewards
 from d2k_env.evaluator import Evaluator, EvalResult, resolve_backend
 from d2k_env.prompt import build_prompt
-from d2k_env.task import GUIDANCE_LAYERS, load_task
+from d2k_env.task import GUIDANCE_LAYERS, load_task, task_ids
 from d2k_env.tools import FORMAT, MAX_ACTION_CHARS, ActionError, ToolCall, parse_action
 from d2k_env.verdict import format_result
 from d2k_env.workspace import Workspace, WorkspaceError
@@ -56,12 +56,30 @@ def _action_text(action: Any) -> str:
         return f"<an action that is not JSON-serialisable: {type(action).__name__}>"
 
 
+def _check_state(state: Any) -> None:
+    """Raise ValueError unless ``state`` is shaped like what :meth:`KernelEnv.state` returns and names
+    a registered task. A state may come from anywhere: its task id must never reach the file system."""
+    if not isinstance(state, dict):
+        raise ValueError(f"a state is a dict as KernelEnv.state() returns, not a {type(state).__name__}")
+    missing = [key for key in ("task_id", "backend", "guidance", "reward", "seed", "actions") if key not in state]
+    if missing:
+        raise ValueError(f"the state lacks {', '.join(missing)}")
+    registered = task_ids()
+    if state["task_id"] not in registered:
+        raise ValueError(f"the state's task id {repr(state['task_id'])[:100]} is none of the registered tasks: "
+                         f"{', '.join(registered)}")
+    if not isinstance(state["actions"], list):
+        raise ValueError(f"the state's actions are a list, not a {type(state['actions']).__name__}")
+
+
 def replay(state: dict[str, Any], **env_kwargs: Any) -> "KernelEnv":
     """A new env at the same point as ``state``: reset with the same seed, then every action again.
 
     Evaluations run again (``submit`` on fresh secret inputs), so files and file-tool observations
-    match exactly, and timings are measured anew.
+    match exactly, and timings are measured anew. A malformed state, or one whose task id is not a
+    registered task, is a ValueError before anything is loaded.
     """
+    _check_state(state)
     env = KernelEnv(state["task_id"], backend=state["backend"], guidance=tuple(state["guidance"]),
                     reward=state["reward"], max_steps=state.get("max_steps", MAX_STEPS), **env_kwargs)
     env.reset(seed=state["seed"])

@@ -193,12 +193,16 @@ _REQUIRED = ("TITLE", "FAMILY", "SOURCES", "DESCRIPTION", "WORKLOADS", "SMOKE_WO
 
 @functools.lru_cache(maxsize=None)
 def load_task(task_id: str, root: str | None = None) -> Task:
-    """Load ``tasks/<task_id>.py`` and check that every piece of the task exists."""
+    """Load ``tasks/<task_id>.py`` and check that every piece of the task exists.
+
+    ``task_id`` must be one of :func:`task_ids`: an id is a name, never a path, so no file outside
+    ``tasks/`` is ever executed as a spec (``../x`` or ``/tmp/x`` would be, joined to the directory).
+    """
     base = Path(root) if root else project_root()
+    known = task_ids(str(base))
+    if task_id not in known:
+        raise KeyError(f"unknown task {task_id!r} (known: {', '.join(known) or 'none'})")
     path = base / "tasks" / f"{task_id}.py"
-    if not path.is_file():
-        known = ", ".join(task_ids(str(base))) or "none"
-        raise KeyError(f"unknown task {task_id!r} (known: {known})")
     spec = _load_module(path, f"d2k_tasks.{task_id}")
     missing = [attr for attr in _REQUIRED if not hasattr(spec, attr)]
     if missing:
