@@ -15,6 +15,7 @@ import json
 import secrets
 import stat
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,14 @@ def to_observation(text: str, limit: int = MAX_OBSERVATION_CHARS, tail: int = 20
 
 
 class KernelEnv(gym.Env):
+    """One task as an episode of tool calls (see the module docstring).
+
+    Thread safety: ``reset``, ``step``, ``state`` and ``close`` each hold the env's lock for the whole
+    call, so an evaluation in flight is awaited: a ``close()`` or ``reset()`` from another thread waits
+    for it and never tears down the episode beneath it (both once crashed the step in flight or gave
+    the next episode its result).
+    """
+
     metadata = {"render_modes": ["ansi"]}
 
     def __init__(self, task_id: str, backend: str = "auto", guidance: str | tuple[str, ...] = "L1+L2+L3",
@@ -143,10 +152,42 @@ class KernelEnv(gym.Env):
         self._episode_layers = self.guidance_layers
         self._reset_seed: int | None = None
         self._actions: list[str] = []
+        self._lock = threading.Lock()
 
     # -- Gymnasium API -------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start an episode in a fresh workspace. ``options={"guidance": ...}`` overrides the layers."""
+        with self._lock:
+            return self._reset(seed, options)
+
+    def step(self, action: str | dict):
+        """Take one tool call (see the module docstring); a bad action is a step, never an exception."""
+        with self._lock:
+            return self._step(action)
+
+    def state(self) -> dict[str, Any]:
+        """The episode so far as plain JSON-able data: configuration, reset seed, every action taken
+        and the workspace's files. :func:`replay` rebuilds the episode from it."""
+        with self._lock:
+            self._require_episode("state")
+            return {"task_id": self.task.id, "backend": self.backend, "guidance": list(self._episode_layers),
+                    "reward": self.reward_kind, "max_steps": self.max_steps, "seed": self._reset_seed,
+                    "steps": self._steps,
+                    "terminated": self._terminated, "actions": list(self._actions),
+                    "files": {path: self.workspace.read(path) for path, _ in self.workspace.list_files()}}
+
+    def render(self) -> str | None:
+        return self._last_observation if self.render_mode == "ansi" else None
+
+    def close(self) -> None:
+        """Remove the episode's workspace; after it, ``step`` and ``state`` raise ResetNeeded until the
+        next ``reset``. Closing twice is harmless."""
+        with self._lock:
+            self._close_episode()
+        super().close()
+
+    # -- Episode ---------------------------------------------------------------------------------
+    def _reset(self, seed: int | None, options: dict[str, Any] | None):
         super().reset(seed=seed)
         self._episode_layers = parse_guidance((options or {}).get("guidance", self.guidance_layers))
         self._close_episode()
@@ -170,9 +211,8 @@ class KernelEnv(gym.Env):
         prompt = build_prompt(self.task, self._episode_layers, baseline_source, self.backend, self.max_steps, note)
         return self._observe(prompt), self._info()
 
-    def step(self, action: str | dict):
-        if self.workspace is None:
-            raise gym.error.ResetNeeded("call reset() before step()")
+    def _step(self, action: str | dict):
+        self._require_episode("step")
         if self._terminated:
             text = "The episode has ended (the solution was submitted). Call reset() to start a new one."
             return self._observe(text), 0.0, True, False, self._info(error="episode already ended")
@@ -208,24 +248,6 @@ class KernelEnv(gym.Env):
         # The budget is the env's own too (the prompt states it), not only registration's TimeLimit.
         truncated = not self._terminated and self._steps >= self.max_steps
         return self._observe(text), float(reward), self._terminated, truncated, {**self._info(), **info}
-
-    def state(self) -> dict[str, Any]:
-        """The episode so far as plain JSON-able data: configuration, reset seed, every action taken
-        and the workspace's files. :func:`replay` rebuilds the episode from it."""
-        if self.workspace is None:
-            raise gym.error.ResetNeeded("call reset() before state()")
-        return {"task_id": self.task.id, "backend": self.backend, "guidance": list(self._episode_layers),
-                "reward": self.reward_kind, "max_steps": self.max_steps, "seed": self._reset_seed,
-                "steps": self._steps,
-                "terminated": self._terminated, "actions": list(self._actions),
-                "files": {path: self.workspace.read(path) for path, _ in self.workspace.list_files()}}
-
-    def render(self) -> str | None:
-        return self._last_observation if self.render_mode == "ansi" else None
-
-    def close(self) -> None:
-        self._close_episode()
-        super().close()
 
     # -- Tools -----------------------------------------------------------------------------------
     def _run_tool(self, call: ToolCall, info: dict) -> tuple[str, EvalResult | None]:
@@ -297,6 +319,11 @@ class KernelEnv(gym.Env):
     def _info(self, **extra) -> dict[str, Any]:
         return {"task": self.task.id, "backend": self.backend, "guidance": list(self._episode_layers),
                 "steps": self._steps, "max_steps": self.max_steps, **extra}
+
+    def _require_episode(self, call: str) -> None:
+        if self.workspace is None:
+            raise gym.error.ResetNeeded(f"no episode is running (the env is closed or was never reset): call "
+                                        f"reset() before {call}()")
 
     def _close_episode(self) -> None:
         if self._evaluator is not None:
