@@ -13,6 +13,9 @@ rule                refuses
 ==================  ===========================================================================
 [syntax]            a file that does not parse or nests too deeply to be checked
 [source-size]       sources over 256 KB, before parsing
+[source-text]       characters that end a line for str.splitlines/linecache but not for Python's
+                    tokenizer (\\x0b \\x0c \\x1c \\x1d \\x1e \\x85 \\u2028 \\u2029, a lone \\r), anywhere:
+                    Triton re-reads kernel text by line number (source_text.py)
 [no-kernel]         a ``forward`` that reaches no kernel of the file (the launch graph follows every
                     module-level function a reachable one names); a kernel is decorated with
                     ``triton.jit`` itself, with only ``autotune``/``heuristics`` besides
@@ -44,8 +47,9 @@ rule                refuses
                     into a functools.partial, module-level iterators, import-time code other than
                     pure helpers (no module-level tensors), constants that are not constant expressions
 [kernel-source]     a line starting with ``def`` in a jit function other than its own (the
-                    interpreter re-reads the source and starts at the last such line), and
-                    ``triton.jit``/``autotune``/``heuristics`` anywhere but a decorator list
+                    interpreter re-reads the source and starts at the last such line),
+                    ``triton.jit``/``autotune``/``heuristics`` anywhere but a decorator list, and
+                    kernels defined inside functions (the worker verifies kernels' source at load)
 [try-except]        ``try``/``except``: a failing kernel must fail, not fall back
 ==================  ===========================================================================
 
@@ -67,6 +71,8 @@ from dataclasses import dataclass
 import torch
 import triton.language as _tl
 import triton.runtime.interpreter as _interpreter
+
+from d2k_env.evaluator.source_text import text_problems, tokenizer_lines
 
 # Few and small on purpose: pure helper modules re-export escape hatches (enum.bltns is builtins,
 # operator.attrgetter takes dunder names as strings, functools.update_wrapper sets attributes,
@@ -833,6 +839,10 @@ class _Checker(ast.NodeVisitor):
         self._enter_host_scope(node)
         if kernel:
             self._check_kernel_source(node)
+            if outer_locals is not None:
+                self.flag("kernel-source", node, f"@triton.jit function {node.name!r} is defined inside a function: "
+                                                 "define kernels at module level, where their source is compared "
+                                                 "with the checked text when the solution loads")
             a = node.args
             self.kernel_constexprs = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs
                                       if p.annotation is not None and
@@ -1446,6 +1456,9 @@ def check_solution(source: str, allowed_torch: frozenset[str] = frozenset(),
     if len(source) > MAX_SOURCE_CHARS:  # the checks are superlinear on some inputs: refuse before parsing
         return [Violation("source-size", 1, f"solution.py has {len(source)} characters; at most "
                                             f"{MAX_SOURCE_CHARS} are allowed")]
+    problems = text_problems(source)
+    if problems:  # checked before parsing: line numbers in the rest would not be Triton's
+        return [Violation("source-text", line, message) for line, message in problems]
     try:
         tree = ast.parse(source)
         table = symtable.symtable(source, "solution.py", "exec")
@@ -1456,7 +1469,7 @@ def check_solution(source: str, allowed_torch: frozenset[str] = frozenset(),
         checker = _Checker(allowed_torch, forbidden_imports)
         checker.all_aliases = aliases
         checker.kernel_names = {n.name for n in tree.body if _is_kernel(n, aliases)}
-        checker.source_lines = source.splitlines()
+        checker.source_lines = [line.rstrip("\r\n") for line in tokenizer_lines(source)]
         bound = _module_bound(table)
         checker.module_bound = bound
         checker.constants = _module_constants(tree, aliases, bound)

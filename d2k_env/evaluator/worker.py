@@ -31,6 +31,7 @@ from d2k_env.evaluator.checking import as_tuple, verdict_for
 from d2k_env.evaluator.guards import LaunchCounter, TorchWorkGuard, harness_fingerprint, output_problems
 from d2k_env.evaluator.l2_state import access_policy_window_bytes, release_persisting_l2
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, WorkloadResult, derive_seed
+from d2k_env.evaluator.source_text import kernel_source_problem, tokenizer_lines
 from d2k_env.task import Task, Workload, load_task
 
 TIMED_SETS = 3
@@ -51,7 +52,7 @@ def load_module(path: str, name: str, source: str | None = None) -> ModuleType:
     """
     if source is None:
         source = Path(path).read_text()
-    lines = source.splitlines(keepends=True)
+    lines = tokenizer_lines(source)  # the compiler's line numbers; str.splitlines cuts at \x0c, \x1c, ...
     linecache.cache[path] = (len(source), None, lines, path)  # mtime None: never reloaded from disk
     module = ModuleType(name)
     module.__file__ = path
@@ -141,6 +142,9 @@ class SolutionRun(Run):
                 raise AttributeError("solution.py must define a function forward(*inputs)")
         except BaseException as exc:  # noqa: BLE001 - anything the solution does at import is its fault
             self.result.error = f"solution.py failed to load:\n{short_traceback(exc)}"
+            return self.result
+        if problem := kernel_source_problem(self.req.solution_source, self.req.solution_path):
+            self.result.error = problem  # a kernel would compile from other text than the policy checked
             return self.result
         if self.req.mode == "profile":
             self.channel.phase("profile", self.workloads[0].name)
