@@ -15,6 +15,7 @@ import pytest
 
 from d2k_env.evaluator import Evaluator, PhaseLimits, sandbox
 from d2k_env.evaluator.protocol import EvalRequest
+from d2k_env.evaluator.confine import landlock_abi
 from d2k_env.evaluator.sandbox import _limit_child, child_environment, run_worker
 from d2k_env.task import load_task, project_root
 
@@ -79,7 +80,9 @@ def test_no_network_where_a_private_namespace_is_allowed(snooped):
                            capture_output=True)
     if probe.returncode != 0:
         pytest.skip("this OS does not allow a private network namespace here")
-    assert "unreachable" in seen["network"].lower(), seen["network"]
+    # Landlock refuses the connect (EACCES) before the empty namespace could find no route.
+    network = seen["network"].lower()
+    assert "unreachable" in network or "permission denied" in network, seen["network"]
 
 
 def test_child_environment_is_an_allowlist(monkeypatch, tmp_path):
@@ -125,17 +128,26 @@ STRAYS = textwrap.dedent("""
         os._exit(0)
 
     if STOP_SUPERVISOR and "reaper.py" in open(f"/proc/{os.getppid()}/cmdline").read():
-        os.kill(os.getppid(), signal.SIGSTOP)
+        try:
+            os.kill(os.getppid(), signal.SIGSTOP)
+        except PermissionError:  # Landlock's signal scope: the supervisor is outside the worker's domain
+            _record("stop-refused")
     _record("worker")
     _record("parent", os.getppid())  # the supervisor (the env, without one)
+    def _new_session():
+        try:
+            os.setsid()
+        except PermissionError:  # the sandbox's seccomp layer refuses new sessions: a new group instead
+            os.setpgid(0, 0)
+
     if (pid := os.fork()) == 0:
-        os.setsid()
+        _new_session()
         if os.fork() == 0:
             _stray("double-fork")
         os._exit(0)
     os.waitpid(pid, 0)
     if os.fork() == 0:
-        os.setsid()
+        _new_session()
         _stray("setsid")
     if os.fork() == 0:
         os.setpgid(0, 0)
@@ -194,7 +206,29 @@ def _cleanup(procs: dict[str, tuple[int, str]]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def test_no_process_started_by_the_evaluation_survives_it(tmp_path):
+@pytest.fixture
+def processes_allowed(monkeypatch):
+    """The GPU backend's sandbox (Triton runs ptxas), with the strays' pid directory writable: the
+    supervisor's guarantee is tested where processes can be made at all."""
+    confinement_for = sandbox.confinement_for
+
+    def allowing(scratch, triton_cache, task_root, outputs_dir, role, interpret):
+        c = confinement_for(scratch, triton_cache, task_root, outputs_dir, role, interpret)
+        c.processes, c.write = True, c.write + [str(Path(outputs_dir) / "pids")]
+        return c
+    monkeypatch.setattr(sandbox, "confinement_for", allowing)
+
+
+def test_the_interpreter_sandbox_refuses_every_new_process(tmp_path):
+    path, pids = _solution(tmp_path)
+    outcome = run_worker(_request(path, tmp_path), limits=PhaseLimits(default=60), triton_cache=tmp_path / "cache",
+                         interpret=True)
+    result = outcome.result or {}
+    assert "PermissionError: [Errno 1] Operation not permitted" in result.get("error", ""), outcome
+    assert not _recorded(pids, STRAY_NAMES) and "no new processes" in result["sandbox"]["seccomp"]
+
+
+def test_no_process_started_by_the_evaluation_survives_it(tmp_path, processes_allowed):
     path, pids = _solution(tmp_path)
     started = time.monotonic()
     outcome = run_worker(_request(path, tmp_path), limits=PhaseLimits(default=60), triton_cache=tmp_path / "cache",
@@ -218,6 +252,13 @@ DRIVER = textwrap.dedent("""
     from d2k_env.task import load_task
 
     ev.check_solution = lambda source, allowed: []  # the static policy bypassed, as in the red-team tests
+    confinement_for = ev.sandbox.confinement_for  # and processes allowed, as on the GPU backend
+
+    def allowing(*args):
+        c = confinement_for(*args)
+        c.processes, c.write = True, c.write + [sys.argv[2]]
+        return c
+    ev.sandbox.confinement_for = allowing
     evaluator = ev.Evaluator(load_task("fused_add_rmsnorm"), "interpreter", limits=ev.PhaseLimits(default=120))
     evaluator.evaluate(sys.argv[1])
 """)
@@ -226,7 +267,7 @@ DRIVER = textwrap.dedent("""
 def test_nothing_survives_when_the_env_process_is_killed(tmp_path):
     """A SIGKILLed env (say, `d2k run`) leaves neither the worker nor anything it started behind."""
     path, pids = _solution(tmp_path, hold=60)
-    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(path)], stdout=subprocess.DEVNULL,
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(path), str(pids)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE)
     procs: dict = {}
     supervisor: dict = {}
@@ -255,8 +296,10 @@ def test_nothing_survives_when_the_env_process_is_killed(tmp_path):
         _cleanup({**procs, **supervisor})
 
 
-def test_a_stopped_supervisor_neither_hangs_the_env_nor_lets_the_strays_escape(tmp_path, monkeypatch):
-    """The solution SIGSTOPs its supervisor: past the grace period the env kills what it finds under it."""
+def test_a_stopped_supervisor_neither_hangs_the_env_nor_lets_the_strays_escape(tmp_path, monkeypatch,
+                                                                               processes_allowed):
+    """The solution SIGSTOPs its supervisor: past the grace period the env kills what it finds under it.
+    Where Landlock scopes signals (ABI 6+) the stop itself is refused, and the strays die as usual."""
     monkeypatch.setattr(sandbox, "SUPERVISOR_GRACE_S", 1.0)
     path, pids = _solution(tmp_path, stop_supervisor=True)
     started = time.monotonic()
@@ -266,6 +309,7 @@ def test_a_stopped_supervisor_neither_hangs_the_env_nor_lets_the_strays_escape(t
     procs = _recorded(pids, ("worker", *STRAY_NAMES))
     try:
         assert set(procs) == {"worker", *STRAY_NAMES}, f"the strays never started: {outcome.output}"
+        assert bool(_recorded(pids, ["stop-refused"])) == (landlock_abi() >= 6)
         # Killed; with the supervisor gone, their zombies are init's to reap.
         assert not _existing(procs, zombies_count_as_dead=True), f"outlived the evaluation: {_existing(procs)}"
         assert "forward" in (outcome.result or {}).get("error", ""), outcome

@@ -15,9 +15,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult, derive_seed
+from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult, derive_seed, inputs_key
 from d2k_env.evaluator.policy import check_solution
-from d2k_env.evaluator.sandbox import PhaseLimits, run_worker
+from d2k_env.evaluator.sandbox import MEMORY_LIMIT, PhaseLimits, WorkerOutcome, run_worker
 from d2k_env.task import GUIDANCE_LAYERS, Task
 
 BACKENDS = ("auto", "cuda", "interpreter")
@@ -97,7 +97,7 @@ class Evaluator:
             req = EvalRequest(task_id=self.task.id, root=str(snapshot_task(self.task, Path(private) / "run")),
                               solution_path=str(solution_path), solution_source=source,
                               mode=mode, device="cuda" if self.can_time else "cpu", workloads=names,
-                              smoke=not self.can_time, seed=seed, time_budget_s=self.time_budget_s,
+                              smoke=not self.can_time, seed=inputs_key(seed), time_budget_s=self.time_budget_s,
                               ceilings=self.ceilings, outputs_dir=str(outputs_dir), heldout=heldout,
                               nonce=secrets.token_hex(16))
             result = self._run(req)
@@ -119,10 +119,7 @@ class Evaluator:
     def _run(self, req: EvalRequest) -> EvalResult:
         outcome = run_worker(req, limits=self.limits, triton_cache=self.cache_dir, interpret=not self.can_time)
         if outcome.result is None:
-            who = "the evaluation" if req.role == "solution" else "the check of the saved outputs"
-            why = (f"{who} was killed: {outcome.stopped}" if outcome.stopped else
-                   f"{who} process died (exit status {_exit_status(outcome.returncode)}) before reporting")
-            result = EvalResult(req.mode, self.backend, error=why)
+            result = EvalResult(req.mode, self.backend, error=_death(req, outcome))
         else:
             result = self._read_result(req, outcome.result)
             if not (req.mode in ("benchmark", "submit") and self.can_time):
@@ -131,6 +128,7 @@ class Evaluator:
                 for w in result.workloads:
                     w.speedup = w.speedup_ci = w.solution_ms = w.baseline_ms = None
         result.output = outcome.output
+        result.sandbox = {**outcome.layers, **{k: v for k, v in result.sandbox.items() if k == "seccomp"}}
         return result
 
     def _read_result(self, req: EvalRequest, data: dict) -> EvalResult:
@@ -148,6 +146,17 @@ class Evaluator:
     def close(self) -> None:
         if self._own_cache is not None:
             self._own_cache.cleanup()
+
+
+def _death(req: EvalRequest, outcome: WorkerOutcome) -> str:
+    """Why a worker delivered no result, named: a limit the harness enforced, memory, a signal, an exit."""
+    who = "the evaluation" if req.role == "solution" else "the check of the saved outputs"
+    if outcome.stopped:
+        return f"{who} was killed: {outcome.stopped}"
+    if outcome.oom_kills or "MemoryError" in outcome.output or "can't allocate memory" in outcome.output:
+        return (f"[memory] {who} ran out of memory (limit {MEMORY_LIMIT / 2**30:.0f} GiB per evaluation; exit "
+                f"status {_exit_status(outcome.returncode)})")
+    return f"{who} process died (exit status {_exit_status(outcome.returncode)}) before reporting"
 
 
 def _exit_status(returncode: int | None) -> str:

@@ -18,8 +18,10 @@ class EvalRequest:
 
     ``role="solution"`` runs the solution and saves its outputs under ``outputs_dir``;
     ``role="check"`` (a separate process that never imports the solution) computes the expected
-    outputs and compares. ``seed`` is secret: the worker mixes it into every workload's input seed,
-    and it never reaches the solution (it travels on stdin, never in argv, environment or files).
+    outputs and compares. ``seed`` is the evaluation's *inputs key*, derived by the env from its
+    secret seed (:func:`inputs_key`): every input is drawn from it, and nothing else is (the secret
+    seed itself, which also draws the held-out shapes, never leaves the env). ``nonce`` never
+    reaches a worker: the supervisor keeps it and stamps the worker's messages with it.
     """
 
     task_id: str
@@ -36,7 +38,7 @@ class EvalRequest:
     outputs_dir: str = ""
     solution_source: str | None = None  # the text the policy checked, which the worker runs (None: the file)
     heldout: list[dict] = field(default_factory=list)  # held-out shapes: name and params, untimed
-    nonce: str = ""  # secret like the seed: every message on the result channel must carry it
+    nonce: str = ""  # the env's: every message on the result channel must carry it (see reaper)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -50,6 +52,11 @@ def derive_seed(secret: int, *parts: object) -> int:
     """A 63-bit seed from the secret and a purpose (workload, role, index; held-out shapes)."""
     text = ":".join(str(p) for p in (secret, *parts))
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
+
+
+def inputs_key(secret: int) -> int:
+    """What a worker gets of the secret seed: enough to draw the evaluation's inputs, nothing more."""
+    return derive_seed(secret, "inputs")
 
 
 @dataclass
@@ -89,6 +96,7 @@ class EvalResult:
     ceilings: dict[str, float] | None = None
     profile: list[dict[str, Any]] | None = None
     output: str = ""  # what the solution printed (clipped)
+    sandbox: dict[str, str] = field(default_factory=dict)  # each isolation layer and its state, by name
 
     @property
     def correct(self) -> bool:

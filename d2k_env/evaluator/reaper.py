@@ -20,10 +20,12 @@ a stopped or stuck supervisor (see :func:`kill_descendants`), but nothing more.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import json
 import os
 import signal
 import sys
+import threading
 import time
 
 PR_SET_PDEATHSIG = 1
@@ -141,8 +143,20 @@ def kill_descendants(root: int) -> int:
 
 # -- the supervisor ----------------------------------------------------------------------------------
 
-def _spawn_worker(channel_fd: int) -> int:
-    argv = [sys.executable, "-m", WORKER_MODULE, str(channel_fd)]
+def _load_confine():
+    """confine.py, loaded by path: the supervisor never imports the package."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "confine.py")
+    spec = importlib.util.spec_from_file_location("d2k_confine", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, cgroup) -> int:
+    """Fork the worker: it joins the evaluation's cgroup, confines itself, reports the layers on
+    ``layers_fd`` (closed by the exec) and execs. Nothing of the solution has run yet."""
+    argv = [sys.executable, "-m", WORKER_MODULE, str(channel_fd),
+            "processes" if confinement.processes else "no-processes"]
     me = os.getpid()
     pid = os.fork()
     if pid == 0:  # the worker-to-be: nothing here may return
@@ -150,8 +164,15 @@ def _spawn_worker(channel_fd: int) -> int:
             prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             if os.getppid() != me:
                 os._exit(125)
+            os.dup2(stdin_fd, 0)
             for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # what subprocess's restore_signals does
                 signal.signal(sig, signal.SIG_DFL)
+            if cgroup is not None:
+                with open(cgroup.procs, "w") as f:
+                    f.write("0")
+            layers = confinement.apply()
+            os.write(layers_fd, json.dumps(layers).encode())
+            os.set_inheritable(channel_fd, True)
             signal.pthread_sigmask(signal.SIG_SETMASK, ())
             os.execv(sys.executable, argv)
         except BaseException as exc:  # noqa: BLE001
@@ -160,6 +181,41 @@ def _spawn_worker(channel_fd: int) -> int:
             finally:
                 os._exit(127)
     return pid
+
+
+def _relay(worker_channel: int, channel_fd: int, nonce: str) -> None:
+    """Forward the worker's channel to the env, each JSON object stamped with the nonce.
+
+    The nonce lives here, in a process the worker can neither read nor signal: the env takes
+    only what came through the supervisor. A line that is no JSON object goes on unstamped, and
+    the env calls it forged. Closes the env's channel when the worker's closes.
+    """
+    buffer = b""
+    with os.fdopen(worker_channel, "rb", buffering=0) as src, os.fdopen(channel_fd, "wb", buffering=0) as dst:
+        try:
+            while chunk := src.read(65536):
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
+                    try:
+                        msg = json.loads(line)
+                    except ValueError:
+                        msg = None
+                    if isinstance(msg, dict):
+                        line = json.dumps({**msg, "nonce": nonce}).encode()
+                    dst.write(line + b"\n")
+            if buffer:
+                dst.write(buffer)
+        except OSError:
+            pass  # the env is gone
+
+
+def _feed(fd: int, data: bytes) -> None:
+    """Write the worker's request to its stdin and close it (a thread: the pipe may fill)."""
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except OSError:
+        pass  # the worker died before reading it
 
 
 class Reaped:
@@ -200,18 +256,37 @@ def main(argv: list[str]) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     channel_fd, status_fd, parent = int(argv[1]), int(argv[2]), int(argv[3])
     os.set_inheritable(status_fd, False)
-    report: dict = {"worker": None, "others": 0, "clean": False, "subreaper": False}
-    worker = None
+    os.set_inheritable(channel_fd, False)
+    report: dict = {"worker": None, "others": 0, "clean": False, "subreaper": False, "oom_kills": 0}
+    confine = _load_confine()
+    request = json.loads(sys.stdin.buffer.read() or b"{}")
+    nonce = request.pop("nonce", "")  # kept here: the worker never sees it
+    confinement = confine.Confinement.from_json(argv[4])
+    worker, cgroup = None, None
     if os.getppid() == parent:  # else the env died before PR_SET_PDEATHSIG was set: start nothing
         report["subreaper"] = prctl(PR_SET_CHILD_SUBREAPER, 1)
         prctl(PR_SET_DUMPABLE, 0)  # no ptrace, no /proc/<pid>/fd or mem for processes below
+        cgroup = confine.MemoryCgroup.create(f"d2k-eval-{os.getpid()}", confinement.cgroup_bytes)
+        worker_channel, worker_end = os.pipe()
+        stdin_read, stdin_write = os.pipe()
+        layers_read, layers_write = os.pipe()
         try:
-            worker = _spawn_worker(channel_fd)
+            worker = _spawn_worker(worker_end, stdin_read, layers_write, confinement, cgroup)
         except OSError as exc:
             report["error"] = f"cannot start the worker: {exc}"
-    os.close(channel_fd)
+        for fd in (worker_end, stdin_read, layers_write):
+            os.close(fd)
+        with os.fdopen(layers_read, "rb") as f:
+            layers = f.read()
+        report["layers"] = json.loads(layers) if layers else {}
+        report["layers"]["cgroup"] = (f"memory {confinement.cgroup_bytes / 2**30:.0f} GiB "
+                                      f"({'v2' if cgroup.v2 else 'v1'})") if cgroup else confine.MemoryCgroup.absent
+        threading.Thread(target=_feed, args=(stdin_write, json.dumps(request).encode()), daemon=True).start()
+        threading.Thread(target=_relay, args=(worker_channel, channel_fd, nonce), daemon=True).start()
+    else:
+        os.close(channel_fd)
     devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)  # not a reader of the worker's stdin: a write there fails, not blocks, once the worker is gone
+    os.dup2(devnull, 0)
     os.close(devnull)
     reaped = Reaped(worker)
     if worker is not None:  # reap what ends meanwhile (orphans included) until asked to stop
@@ -219,6 +294,9 @@ def main(argv: list[str]) -> int:
             reaped.reap()
     report["clean"] = take_down(reaped)
     report["worker"], report["others"] = reaped.status, reaped.others
+    if cgroup is not None:
+        report["oom_kills"] = cgroup.oom_kills()
+        cgroup.remove()
     try:
         os.write(status_fd, (json.dumps(report) + "\n").encode())
     except OSError:

@@ -22,12 +22,17 @@ supervisor's orphans then go to init.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import glob
 import json
 import os
 import resource
+import secrets
 import select
+import shutil
 import signal
+import site
 import subprocess
 import sys
 import tempfile
@@ -37,13 +42,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from d2k_env.evaluator import reaper
+from d2k_env.evaluator.confine import Confinement, reachable_by_others
 from d2k_env.evaluator.protocol import EvalRequest
 
 FILE_SIZE_LIMIT = 4 * 2**30  # per file the child writes: saved outputs of the largest workloads fit
+# Resident memory of one evaluation (its cgroup) and, on the interpreter, its address space; a
+# worker importing torch and Triton needs about 1 GiB, the largest GPU workload a few more.
+MEMORY_LIMIT = min(32 * 2**30, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2)
+ADDRESS_SPACE_SLACK = 8 * 2**30  # virtual beyond resident: libraries, thread stacks, allocator arenas
 OUTPUT_LIMIT = 64 * 2**20  # bytes the child may print in all before it is killed
 OUTPUT_TAIL_CHARS = 4000
 CPU_SECONDS = 3600
-MAX_PROCESSES = 4096  # per user; ignored for root (the static policy forbids forking anyway)
+MAX_PROCESSES = 4096  # the supervisor's, per user (ignored for root); the worker gets its own, see confine
+SYSTEM_READ_ROOTS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys", "/dev")
+DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 # Variables the child inherits; everything else (keys, tokens, the parent's PYTHON* settings) is dropped.
 ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
                  "NVIDIA_VISIBLE_DEVICES", "CC", "CXX", "PYTHONPATH")
@@ -55,6 +67,9 @@ _CLONE_NEWNET = 0x40000000
 _UNSHARE = getattr(ctypes.CDLL(None, use_errno=True), "unshare", None)
 # How long the env waits for the supervisor to report that the tree is down; then it kills the tree itself.
 SUPERVISOR_GRACE_S = reaper.CLEANUP_S + 5
+
+
+PHASES = ("load", "ceilings", "check", "verify", "time", "profile")  # what the worker announces
 
 
 @dataclass
@@ -76,6 +91,8 @@ class WorkerOutcome:
     returncode: int | None
     stopped: str | None  # why the harness killed it (a phase over its time limit, an output flood)
     strays: int = 0  # processes besides the worker that the supervisor reaped (orphans, leftovers it killed)
+    layers: dict[str, str] = field(default_factory=dict)  # the sandbox's layers and their state, by name
+    oom_kills: int = 0  # processes its memory cgroup's limit killed
 
 
 class OutputTail:
@@ -118,11 +135,57 @@ def _start_supervisor() -> None:
     reaper.prctl(reaper.PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+_import_root: str | None = None
+# One user id per env process for its workers (when it runs as root and Python is reachable).
+SANDBOX_UID = 100000 + secrets.randbelow(900000)
+
+
+def import_root() -> str:
+    """A directory holding only a link to the package, on the workers' ``sys.path`` instead of the
+    project root (where the references lie); made once per process, never writable by a worker."""
+    global _import_root
+    if _import_root is None:
+        root = tempfile.mkdtemp(prefix="d2k-import-")
+        os.chmod(root, 0o755)
+        os.symlink(os.path.join(_PACKAGE_PARENT, "d2k_env"), os.path.join(root, "d2k_env"))
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+        _import_root = root
+    return _import_root
+
+
+def _python_roots() -> list[str]:
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    roots.update(p for p in site.getsitepackages() if os.path.isdir(p))
+    return sorted(roots)
+
+
+def confinement_for(scratch: str, triton_cache: Path, task_root: str, outputs_dir: str, role: str,
+                    interpret: bool) -> Confinement:
+    """What a worker may reach: read the system, Python, the package and its task snapshot; write its
+    scratch, the Triton cache and (the solution role only) the outputs directory; on the
+    interpreter, no address space beyond its limit and no helper programs."""
+    package = os.path.join(_PACKAGE_PARENT, "d2k_env")
+    writable = [scratch, str(triton_cache)] + ([outputs_dir] if role == "solution" else [])
+    drop_uid = os.geteuid() == 0 and all(map(reachable_by_others, [sys.executable, package, *writable, task_root]))
+    if drop_uid:
+        for path in writable:
+            os.chown(path, SANDBOX_UID, SANDBOX_UID)
+    cuda_home = [p for p in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")) if p]
+    return Confinement(
+        read=[*SYSTEM_READ_ROOTS, *_python_roots(), *cuda_home, package, import_root(), task_root,
+              *([outputs_dir] if role == "check" else [])],
+        write=writable,
+        devices=[*DEVICE_FILES, *(p for p in glob.glob("/dev/nvidia*") if not os.path.isdir(p))],
+        uid=SANDBOX_UID if drop_uid else None,
+        memory_bytes=None if not interpret else MEMORY_LIMIT + ADDRESS_SPACE_SLACK,
+        cgroup_bytes=MEMORY_LIMIT, processes=not interpret, file_size=FILE_SIZE_LIMIT, cpu_seconds=CPU_SECONDS)
+
+
 def child_environment(scratch: str, triton_cache: Path, interpret: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOWLIST or k.startswith("LC_")}
     env.update(HOME=scratch, TMPDIR=scratch, TRITON_CACHE_DIR=str(triton_cache), PYTHONUNBUFFERED="1",
-               PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=os.pathsep.join(p for p in (_PACKAGE_PARENT, os.environ.get("PYTHONPATH")) if p))
+               PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1", USER="d2k-sandbox",
+               PYTHONPATH=os.pathsep.join(p for p in (import_root(), os.environ.get("PYTHONPATH")) if p))
     if interpret:
         env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
     return env
@@ -134,11 +197,13 @@ def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, int
     When this returns (or raises), every process the evaluation started is gone.
     """
     with tempfile.TemporaryDirectory(prefix="d2k-eval-") as scratch:
+        confinement = confinement_for(scratch, triton_cache, req.root, req.outputs_dir, req.role, interpret)
         read_fd, write_fd = os.pipe()
         status_read, status_write = os.pipe()
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", _REAPER, str(write_fd), str(status_write), str(os.getpid())],
+                [sys.executable, "-I", "-S", _REAPER, str(write_fd), str(status_write), str(os.getpid()),
+                 confinement.to_json()],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch,
                 env=child_environment(scratch, triton_cache, interpret),
                 pass_fds=(write_fd, status_write), start_new_session=True, preexec_fn=_start_supervisor)
@@ -158,19 +223,25 @@ def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, int
                 proc.stdin.close()
             except BrokenPipeError:
                 pass
-            result, stopped = _follow(channel, limits, output, req.nonce)
+            result, stopped = _follow(channel, limits, output, req)
         finally:
-            returncode, strays = _take_down(proc, status_read)
-        return WorkerOutcome(result, output.text(), returncode, stopped, strays)
+            report = _take_down(proc, status_read)
+        returncode = report["worker"] if isinstance(report.get("worker"), int) else proc.returncode
+        return WorkerOutcome(result, output.text(), returncode, stopped, int(report.get("others") or 0),
+                             dict(report.get("layers") or {}), int(report.get("oom_kills") or 0))
 
 
-def _follow(channel, limits: PhaseLimits, output: OutputTail, nonce: str) -> tuple[dict | None, str | None]:
+def _follow(channel, limits: PhaseLimits, output: OutputTail, req: EvalRequest) -> tuple[dict | None, str | None]:
     """Read the channel until the result arrives, the child exits, or it breaks a limit.
 
-    Only the harness knows ``nonce``: a message without it, or a second result, was written by the
-    solution (a forged result, or phase changes that would stretch its time limits) and ends it.
+    Every message passed through the supervisor, which stamps it with the nonce only it and the
+    env know: a message without it did not. A second result, or a phase the harness would never
+    announce (an unknown phase or workload, or one already entered: repeats would stretch the time
+    limits without end), was written by the solution and ends the evaluation.
     """
     phase, workload, started = "start", "", time.monotonic()
+    entered = {(phase, workload)}
+    workloads = {"", *req.workloads, *(w["name"] for w in req.heldout)}
     buffer, result = b"", None
     with channel:
         while True:
@@ -192,20 +263,26 @@ def _follow(channel, limits: PhaseLimits, output: OutputTail, nonce: str) -> tup
                     msg = json.loads(line)
                 except ValueError:  # not JSON, or not UTF-8
                     msg = None
-                if not isinstance(msg, dict) or msg.get("nonce") != nonce:
+                if not isinstance(msg, dict) or msg.get("nonce") != req.nonce:
                     return None, "[forged-result] the result channel carried a message the harness did not send"
                 if "result" in msg:
                     if result is not None:
                         return None, "[forged-result] the result channel carried a second result"
                     result = msg["result"]
                 elif "phase" in msg:
-                    phase, workload, started = str(msg["phase"]), str(msg.get("workload", "")), time.monotonic()
+                    step = (str(msg["phase"]), str(msg.get("workload", "")))
+                    if step in entered or step[0] not in PHASES or step[1] not in workloads:
+                        return None, f"[forged-result] the result channel announced phase {step[0]!r} " \
+                                     f"{step[1]!r}, which the harness never would"
+                    entered.add(step)
+                    (phase, workload), started = step, time.monotonic()
 
 
-def _take_down(proc: subprocess.Popen, status_fd: int) -> tuple[int | None, int]:
+def _take_down(proc: subprocess.Popen, status_fd: int) -> dict:
     """End the evaluation: every process it started is killed and reaped, the supervisor included.
 
-    Returns the worker's exit status (the supervisor's when it never told) and the strays reaped.
+    Returns the supervisor's report (the worker's exit status, the strays reaped, the sandbox's
+    layers, out-of-memory kills); empty when it never told.
     """
     try:
         os.kill(proc.pid, signal.SIGTERM)  # the supervisor's stop request (not reaped yet: still our pid)
@@ -219,8 +296,7 @@ def _take_down(proc: subprocess.Popen, status_fd: int) -> tuple[int | None, int]
                 break
             time.sleep(0.05)
     _kill_group(proc)
-    returncode = report["worker"] if isinstance(report.get("worker"), int) else proc.returncode
-    return returncode, int(report.get("others") or 0)
+    return report
 
 
 def _read_report(fd: int, timeout: float) -> dict:

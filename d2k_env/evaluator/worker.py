@@ -1,7 +1,7 @@
 """Evaluation workers: each runs in a child process, one evaluation per process.
 
-Usage (by :mod:`d2k_env.evaluator.sandbox` only): ``python -m d2k_env.evaluator.worker FD`` with the
-JSON :class:`EvalRequest` on stdin. Progress and the result are JSON lines on file descriptor FD,
+Usage (by the supervisor, :mod:`d2k_env.evaluator.reaper`, only): ``python -m d2k_env.evaluator.worker
+FD processes|no-processes`` with the JSON :class:`EvalRequest` on stdin. Progress and the result are JSON lines on file descriptor FD,
 the harness's own channel: whatever the solution prints goes to stdout/stderr and never counts.
 
 Two roles, two processes:
@@ -28,6 +28,7 @@ from types import ModuleType
 import torch
 
 from d2k_env.evaluator.checking import as_tuple, verdict_for
+from d2k_env.evaluator.confine import seccomp
 from d2k_env.evaluator.guards import LaunchCounter, TorchWorkGuard, harness_fingerprint, output_problems
 from d2k_env.evaluator.l2_state import access_policy_window_bytes, release_persisting_l2
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, WorkloadResult, derive_seed
@@ -65,6 +66,13 @@ def short_traceback(exc: BaseException, limit_chars: int = 3000) -> str:
     return text if len(text) <= limit_chars else "...\n" + text[-limit_chars:]
 
 
+def out_of_memory(exc: BaseException) -> str:
+    """``[memory] ...`` when ``exc`` says the process hit its memory limit, else nothing."""
+    if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc) or "out of memory" in str(exc).lower():
+        return "[memory] the evaluation ran out of memory: "
+    return ""
+
+
 def outputs_file(req: EvalRequest, workload: str, kind: str) -> Path:
     return Path(req.outputs_dir) / f"{hashlib.sha256(workload.encode()).hexdigest()[:16]}-{kind}.pt"
 
@@ -87,18 +95,18 @@ def portable(outputs: tuple) -> list[torch.Tensor]:
 
 
 class Channel:
-    """JSON lines to the parent: phase changes (for per-phase time limits), then the result."""
+    """JSON lines to the supervisor, which stamps them for the env: phase changes (for per-phase
+    time limits), then the result."""
 
-    def __init__(self, fd: int, nonce: str):
+    def __init__(self, fd: int):
         self.f = os.fdopen(fd, "w")
-        self.nonce = nonce
 
     def phase(self, phase: str, workload: str = "") -> None:
-        self.f.write(json.dumps({"phase": phase, "workload": workload, "nonce": self.nonce}) + "\n")
+        self.f.write(json.dumps({"phase": phase, "workload": workload}) + "\n")
         self.f.flush()
 
     def result(self, result: dict) -> None:
-        self.f.write(json.dumps({"result": result, "nonce": self.nonce}) + "\n")
+        self.f.write(json.dumps({"result": result}) + "\n")
         self.f.close()
 
 
@@ -141,7 +149,7 @@ class SolutionRun(Run):
             if not callable(forward):
                 raise AttributeError("solution.py must define a function forward(*inputs)")
         except BaseException as exc:  # noqa: BLE001 - anything the solution does at import is its fault
-            self.result.error = f"solution.py failed to load:\n{short_traceback(exc)}"
+            self.result.error = f"{out_of_memory(exc)}solution.py failed to load:\n{short_traceback(exc)}"
             return self.result
         if problem := kernel_source_problem(self.req.solution_source, self.req.solution_path):
             self.result.error = problem  # a kernel would compile from other text than the policy checked
@@ -194,7 +202,7 @@ class SolutionRun(Run):
             with self.guard:
                 outputs = self.call(forward, inputs)
         except BaseException as exc:  # noqa: BLE001
-            raised = f"forward raised:\n{short_traceback(exc)}"
+            raised = f"{out_of_memory(exc)}forward raised:\n{short_traceback(exc)}"
             # Work done before the exception is named first: it is the rule broken, the crash its aftermath.
             return WorkloadResult(w.name, False, f"{self.torch_work()}\n{raised}" if self.guard.forbidden else raised)
         if self.guard.forbidden:
@@ -276,7 +284,8 @@ class SolutionRun(Run):
                     tensor.copy_(fresh)
             late = self.call(forward, late_inputs)
         except BaseException as exc:  # noqa: BLE001
-            wr.correct, wr.message = False, f"forward raised while being timed:\n{short_traceback(exc)}"
+            wr.correct, wr.message = False, f"{out_of_memory(exc)}forward raised while being timed:\n" \
+                                            f"{short_traceback(exc)}"
             return
         if threads := self.new_threads():
             wr.correct, wr.message = False, (f"[threads] forward left threads running while being timed "
@@ -357,6 +366,7 @@ def _run_fingerprint() -> dict[str, object]:
     fp: dict[str, object] = dict(harness_fingerprint())
     fp.update({f"worker.{n}": id(g.get(n)) for n in (
         "harness_fingerprint", "output_problems", "as_tuple", "short_traceback", "outputs_file", "portable", "moved",
+        "out_of_memory",
         "_device_broken", "access_policy_window_bytes", "derive_seed", "SolutionRun", "LaunchCounter",
         "TorchWorkGuard")})
     for cls in (Run, SolutionRun, LaunchCounter, TorchWorkGuard):
@@ -387,13 +397,25 @@ def _measure_ceilings(device: torch.device) -> dict[str, float]:
 
 
 def main() -> None:
+    # The last layer of the sandbox, installed before the solution loads: the supervisor says
+    # whether new processes are allowed (on the GPU, Triton runs ptxas; the interpreter needs none).
+    filtered = seccomp(processes=sys.argv[2] == "processes")
     req = EvalRequest.from_json(sys.stdin.read())
-    channel = Channel(int(sys.argv[1]), req.nonce)
+    channel = Channel(int(sys.argv[1]))
     if req.device == "cpu":
         from d2k_env.evaluator import interpreter_patch
         interpreter_patch.apply()
-    run = SolutionRun(req, channel) if req.role == "solution" else CheckRun(req, channel)
-    channel.result(run.run().to_dict())
+    try:
+        run = SolutionRun(req, channel) if req.role == "solution" else CheckRun(req, channel)
+        result = run.run()
+    except MemoryError:  # the harness's own allocation hit the address-space limit
+        result = EvalResult(req.mode, "cuda" if req.device == "cuda" else "interpreter",
+                            error=f"[memory] the {req.role} process ran out of memory")
+    except Exception as exc:  # noqa: BLE001 - a crash of the harness is reported, not hidden in a SIGKILL
+        result = EvalResult(req.mode, "cuda" if req.device == "cuda" else "interpreter",
+                            error=f"the {req.role} process failed:\n{short_traceback(exc)}")
+    result.sandbox["seccomp"] = filtered
+    channel.result(result.to_dict())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,381 @@
+"""The operating-system layers around an evaluation worker, applied in the worker before it execs.
+
+The static policy decides what a solution *may* do; these layers decide what it *can* do, so that
+code which gets past the policy gains nothing outside its own scratch directory. Each layer is
+detected, applied if the machine offers it, and reported by name (``Confinement.apply`` returns
+what took effect; the evaluator puts it in every result), so a run always says what protected it:
+
+- ``landlock``: a Landlock domain (Linux 5.13+). Reads only beneath the system and Python trees,
+  the package, the task's snapshot and the evaluation's own directories (never the project's
+  references, the env's workspaces or other evaluations); writes only beneath the scratch,
+  outputs and Triton-cache directories and to a few device files; no TCP bind or connect
+  (ABI 4+); no signals to, or abstract sockets of, processes outside the domain (ABI 6+), so the
+  worker cannot kill its supervisor or the env.
+- ``uid``: when the env runs as root, the worker drops to an unprivileged user id of its own
+  (no groups), so file permissions apply and process limits bind; where Python itself lies
+  where other users cannot reach it (under ``/root``), it stays root but without capabilities.
+- ``seccomp``: a filter (x86-64, installed by the worker itself once started, see :func:`seccomp`) that answers EPERM to ptrace and cross-process memory access,
+  new sessions, namespaces and mounts, kernel keyrings, io_uring, BPF, perf events, module and
+  clock changes, and stealing other processes' descriptors; where ``processes`` is False it also
+  refuses process creation and exec (threads stay allowed), which the interpreter backend never
+  needs (the GPU backend runs ``ptxas``).
+- ``rlimits``: address space (where ``memory_bytes`` is set), processes, file size, CPU time,
+  no core dumps.
+- ``cgroup``: a memory cgroup of its own (made by the supervisor, v1 or v2, where writable),
+  whose out-of-memory kills the supervisor reports.
+
+Standard library only: the supervisor loads this file by path and never imports the package.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import platform
+import resource
+
+# -- Landlock ------------------------------------------------------------------------------------
+
+_SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_LANDLOCK_RULE_PATH_BENEATH = 1
+_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1, 2, 4, 8
+_FS_WRITE_TREE = (16 | 32 | 64 | 128 | 256 | 512 | 1024 | 2048 | 4096)  # remove/make dir, file, char, ...
+_FS_REFER, _FS_TRUNCATE = 8192, 16384
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1, 2
+_PR_SET_NO_NEW_PRIVS = 38
+
+_READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
+_FILE_RIGHTS = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE  # the only rights a file rule takes
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 when Landlock is missing or disabled."""
+    abi = _libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
+                        ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
+    return max(int(abi), 0)
+
+
+def _fs_rights(abi: int) -> int:
+    rights = _READ | _FS_WRITE_FILE | _FS_WRITE_TREE
+    if abi >= 2:
+        rights |= _FS_REFER
+    if abi >= 3:
+        rights |= _FS_TRUNCATE
+    return rights
+
+
+def _landlock(read: list[str], write: list[str], devices: list[str], abi: int) -> str:
+    handled = _fs_rights(abi)
+    attr = _RulesetAttr(handled, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
+                        _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    ruleset = _libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
+                            ctypes.c_uint32(0))
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    try:
+        for paths, rights in ((read, _READ), (write, handled), (devices, _FS_READ_FILE | _FS_WRITE_FILE)):
+            for path in paths:
+                _allow(ruleset, path, rights)
+        if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
+        if _libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+    finally:
+        os.close(ruleset)
+    extras = [x for x, on in (("no TCP", abi >= 4), ("scoped signals and abstract sockets", abi >= 6)) if on]
+    return f"ABI {abi}" + (f" ({', '.join(extras)})" if extras else "")
+
+
+def _allow(ruleset: int, path: str, rights: int) -> None:
+    """Add a path-beneath rule; a path that does not exist is skipped (not every machine has /lib32)."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if not os.path.isdir(path):
+            rights &= _FILE_RIGHTS
+        rule = _PathBeneathAttr(rights, fd)
+        if _libc.syscall(_SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH),
+                         ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+            raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
+    finally:
+        os.close(fd)
+
+
+# -- root -----------------------------------------------------------------------------------------
+
+_PR_CAPBSET_DROP, _PR_SET_SECUREBITS = 24, 28
+# noroot, no-setuid-fixup, keep-caps off, no-cap-ambient-raise: each with its lock bit.
+_SECUREBITS_LOCKED = 0x1 | 0x2 | 0x4 | 0x8 | 0x20 | 0x80
+_CAP_LAST = 63
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_capabilities() -> None:
+    """Root without capabilities: no file-permission override, no signals or ptrace across users,
+    no raising limits; the bounding set and the securebits make sure no exec gives them back."""
+    if _libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS_LOCKED, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "PR_SET_SECUREBITS failed")
+    for cap in range(_CAP_LAST + 1):
+        if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
+            raise OSError(ctypes.get_errno(), f"PR_CAPBSET_DROP {cap} failed")
+    data = (_CapData * 2)()
+    if _libc.syscall(126, ctypes.byref(_CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)), data) != 0:  # capset
+        raise OSError(ctypes.get_errno(), "capset failed")
+
+
+def reachable_by_others(path: str) -> bool:
+    """Whether a user other than the owner can reach ``path`` (every directory above it searchable)."""
+    path = os.path.realpath(path)
+    while True:
+        parent = os.path.dirname(path)
+        if parent == path:
+            return True
+        if not os.stat(parent).st_mode & 0o001:
+            return False
+        path = parent
+
+
+# -- seccomp ---------------------------------------------------------------------------------------
+
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_X32_SYSCALL_BIT = 0x40000000
+_SECCOMP_RET_ALLOW = 0x7FFF0000
+_SECCOMP_RET_ERRNO = 0x00050000
+_CLONE_THREAD = 0x00010000
+# x86-64 numbers of the calls no evaluation needs (name: number).
+DENIED_SYSCALLS = {
+    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438, "kcmp": 312,
+    "process_madvise": 440, "setsid": 112, "unshare": 272, "setns": 308, "mount": 165, "umount2": 166,
+    "pivot_root": 155, "chroot": 161, "move_mount": 429, "open_tree": 428, "fsopen": 430, "fsmount": 432,
+    "mount_setattr": 442, "keyctl": 250, "add_key": 248, "request_key": 249, "bpf": 321,
+    "perf_event_open": 298, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    "userfaultfd": 323, "init_module": 175, "finit_module": 313, "delete_module": 176, "kexec_load": 246,
+    "kexec_file_load": 320, "settimeofday": 164, "clock_settime": 227, "adjtimex": 159, "clock_adjtime": 305,
+    "open_by_handle_at": 304, "name_to_handle_at": 303, "fanotify_init": 300, "swapon": 167, "swapoff": 168,
+    "reboot": 169, "acct": 163, "quotactl": 179, "vhangup": 153, "personality": 135,
+}
+# Process creation and exec, refused when the backend needs no helper programs.
+PROCESS_SYSCALLS = {"fork": 57, "vfork": 58, "execve": 59, "execveat": 322}
+_CLONE, _CLONE3 = 56, 435
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+_LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+
+
+def seccomp_program(processes: bool) -> list[tuple[int, int, int, int]]:
+    """The BPF program, as (code, jt, jf, k) rows: EPERM for the denied calls, ENOSYS for clone3
+    (glibc then falls back to clone, whose flags a filter can read), everything else allowed."""
+    eperm, enosys = _SECCOMP_RET_ERRNO | errno.EPERM, _SECCOMP_RET_ERRNO | errno.ENOSYS
+    denied = sorted(DENIED_SYSCALLS.values()) + ([] if processes else sorted(PROCESS_SYSCALLS.values()))
+    prog = [(_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+            (_JEQ_K, 1, 0, _AUDIT_ARCH_X86_64),
+            (_RET_K, 0, 0, eperm),  # another ABI (int 0x80): nothing
+            (_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+            (_JGE_K, 0, 1, _X32_SYSCALL_BIT),
+            (_RET_K, 0, 0, eperm)]  # the x32 ABI: nothing
+    for nr in denied:
+        prog += [(_JEQ_K, 0, 1, nr), (_RET_K, 0, 0, eperm)]
+    if not processes:
+        prog += [(_JEQ_K, 0, 1, _CLONE3), (_RET_K, 0, 0, enosys),
+                 (_JEQ_K, 0, 3, _CLONE),
+                 (_LD_W_ABS, 0, 0, 16),  # the low half of clone's flags
+                 (_JSET_K, 1, 0, _CLONE_THREAD),
+                 (_RET_K, 0, 0, eperm)]  # a clone that is not a thread: a new process
+    prog.append((_RET_K, 0, 0, _SECCOMP_RET_ALLOW))
+    return prog
+
+
+def seccomp(processes: bool) -> str:
+    """Install the filter on the calling process (the worker, once started and before the solution
+    loads: an exec needs to happen first); returns the layer's state for the report."""
+    if platform.machine() != "x86_64":
+        return f"absent: the filter is written for x86-64, not {platform.machine()}"
+    rows = seccomp_program(processes)
+    filters = (_SockFilter * len(rows))(*(_SockFilter(*row) for row in rows))
+    prog = _SockFprog(len(rows), filters)
+    if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
+    if _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp filter refused")
+    n = len(DENIED_SYSCALLS) + (0 if processes else len(PROCESS_SYSCALLS) + 2)
+    return f"{n} calls refused" + ("" if processes else ", no new processes")
+
+
+# -- the whole ----------------------------------------------------------------------------------------
+
+class Confinement:
+    """What to confine a worker to. Plain data (it travels as JSON to the supervisor).
+
+    ``read`` and ``write`` are directory or file paths; ``devices`` files opened read-write
+    (``/dev/null``, the GPU's); ``uid`` the user id to drop to when running as root (None: stay);
+    ``memory_bytes`` the address-space limit (None: none, as CUDA reserves terabytes of it);
+    ``cgroup_bytes`` the memory cgroup's limit (resident memory, where a cgroup can be made);
+    ``processes`` whether the worker may start programs.
+    """
+
+    def __init__(self, read: list[str], write: list[str], devices: list[str], uid: int | None,
+                 memory_bytes: int | None, cgroup_bytes: int, processes: bool, max_processes: int = 512,
+                 file_size: int = 4 * 2**30, cpu_seconds: int = 3600):
+        self.read, self.write, self.devices = read, write, devices
+        self.uid, self.memory_bytes, self.cgroup_bytes, self.processes = uid, memory_bytes, cgroup_bytes, processes
+        self.max_processes, self.file_size, self.cpu_seconds = max_processes, file_size, cpu_seconds
+
+    def to_json(self) -> str:
+        return json.dumps(vars(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Confinement":
+        return cls(**json.loads(text))
+
+    def apply(self) -> dict[str, str]:
+        """Confine the calling process (a forked child about to exec the worker) with every layer but
+        seccomp; returns each layer's state. Raises OSError when a layer the machine offers fails to apply: a worker is
+        never started with less than was detected."""
+        layers: dict[str, str] = {}
+        limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, self.file_size),
+                  (resource.RLIMIT_CPU, self.cpu_seconds), (resource.RLIMIT_NPROC, self.max_processes)]
+        if self.memory_bytes:
+            limits.append((resource.RLIMIT_AS, self.memory_bytes))
+        for which, value in limits:
+            resource.setrlimit(which, (value, value))
+        layers["rlimits"] = (f"address space {self.memory_bytes / 2**30:.0f} GiB, " if self.memory_bytes else
+                             "no address-space limit, ") + f"{self.max_processes} processes"
+        abi = landlock_abi()
+        layers["landlock"] = _landlock(self.read, self.write, self.devices, abi) if abi else \
+            "absent: this kernel has no Landlock; reads and writes are limited by file permissions only"
+        if os.geteuid() != 0:
+            layers["uid"] = f"{os.geteuid()} (not root: nothing to drop)"
+        elif self.uid is not None:
+            os.setgroups([])
+            os.setresgid(self.uid, self.uid, self.uid)
+            os.setresuid(self.uid, self.uid, self.uid)
+            layers["uid"] = f"{self.uid} (dropped from root)"
+        else:
+            _drop_capabilities()
+            layers["uid"] = "root without capabilities (Python lies where other users cannot reach it)"
+        return layers
+
+
+# -- memory cgroup ------------------------------------------------------------------------------------
+
+class MemoryCgroup:
+    """A memory cgroup of one evaluation, below the supervisor's own (cgroup v2, or v1's memory
+    controller). ``create`` returns None, with the reason in ``MemoryCgroup.absent``, where the
+    machine offers none the supervisor may write."""
+
+    absent = ""
+
+    def __init__(self, path: str, v2: bool):
+        self.path, self.v2 = path, v2
+
+    @classmethod
+    def create(cls, name: str, limit_bytes: int) -> "MemoryCgroup | None":
+        try:
+            parent, v2 = _own_memory_cgroup()
+            if v2 and "memory" not in _read(os.path.join(parent, "cgroup.subtree_control")).split():
+                _write(os.path.join(parent, "cgroup.subtree_control"), "+memory")
+            path = os.path.join(parent, name)
+            os.mkdir(path)
+        except (OSError, LookupError) as exc:
+            cls.absent = f"absent: no writable memory cgroup ({exc})"
+            return None
+        group = cls(path, v2)
+        try:
+            if v2:
+                _write(os.path.join(path, "memory.max"), str(limit_bytes))
+                _write(os.path.join(path, "memory.swap.max"), "0")
+            else:
+                _write(os.path.join(path, "memory.limit_in_bytes"), str(limit_bytes))
+        except OSError as exc:
+            group.remove()
+            cls.absent = f"absent: the memory limit cannot be set ({exc})"
+            return None
+        return group
+
+    @property
+    def procs(self) -> str:
+        return os.path.join(self.path, "cgroup.procs")
+
+    def oom_kills(self) -> int:
+        """How many processes of the group the kernel killed for memory (v1: times the limit was hit)."""
+        try:
+            if self.v2:
+                fields = dict(line.split() for line in _read(os.path.join(self.path, "memory.events")).splitlines())
+                return int(fields.get("oom_kill", 0))
+            fields = dict(line.split() for line in _read(os.path.join(self.path, "memory.oom_control")).splitlines())
+            return int(fields.get("oom_kill", 0)) or int(_read(os.path.join(self.path, "memory.failcnt")) or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def remove(self) -> None:
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
+
+
+def _own_memory_cgroup() -> tuple[str, bool]:
+    """The directory of this process's memory cgroup, and whether it is cgroup v2."""
+    rel_v1 = rel_v2 = None
+    for line in _read("/proc/self/cgroup").splitlines():
+        hierarchy, controllers, rel = line.split(":", 2)
+        if hierarchy == "0" and not controllers:
+            rel_v2 = rel
+        elif "memory" in controllers.split(","):
+            rel_v1 = rel
+    for line in _read("/proc/self/mountinfo").splitlines():
+        before, after = line.split(" - ", 1)
+        mount_point, (fstype, _, options) = before.split()[4], after.split()[:3]
+        if rel_v1 is not None and fstype == "cgroup" and "memory" in options.split(","):
+            return mount_point + rel_v1.rstrip("/"), False
+        if rel_v1 is None and rel_v2 is not None and fstype == "cgroup2":
+            return mount_point + rel_v2.rstrip("/"), True
+    raise LookupError("no memory cgroup is mounted")
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)

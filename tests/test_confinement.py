@@ -1,0 +1,162 @@
+"""The operating-system sandbox, tested with the static policy switched off (defence in depth):
+whatever a solution's Python does, it reads no secret and touches nothing outside its scratch
+directory, it cannot start processes on the interpreter or signal its supervisor, its memory is
+bounded, and every way its process can die is named in the verdict. Each probe is a solution the
+policy would refuse; here it runs, and reports what it could reach."""
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from d2k_env.evaluator import Evaluator, PhaseLimits, sandbox
+from d2k_env.evaluator.confine import landlock_abi
+from d2k_env.evaluator.protocol import EvalRequest, inputs_key
+from d2k_env.task import load_task
+
+SEED, NONCE = 8675309123456789, "f00dfeedf00dfeedf00dfeedf00dfeed"
+
+# Tries everything a solution past the policy might, and prints one JSON line of what worked.
+PROBE = textwrap.dedent("""
+    import gc, json, os, signal, socket, sys
+    import torch, triton, triton.language as tl
+
+    SEED, KEY, NONCE, PROJECT, WORKSPACE = @SEED@, @KEY@, @NONCE@, @PROJECT@, @WORKSPACE@
+    reached = []
+
+    def attempt(what, fn):
+        try:
+            fn()
+            reached.append(what)
+        except OSError:
+            pass
+
+    # Secrets: the env's seed and the channel's nonce, anywhere in this process or its parent's.
+    # The inputs key is there (the harness draws inputs from it): finding it shows the scan works.
+    for obj in gc.get_objects():
+        if getattr(obj, "__dict__", None) is globals():  # this module holds them: it was told what to look for
+            continue
+        for value in (vars(obj).values() if hasattr(obj, "__dict__") else ()):
+            if type(value) is int and value in (SEED, KEY):
+                reached.append("the seed in memory" if value == SEED else "the inputs key in memory")
+            elif type(value) is str and NONCE in value:
+                reached.append("the nonce in memory")
+    def parents_secrets():
+        for name in ("cmdline", "environ", "mem"):
+            with open(f"/proc/{os.getppid()}/{name}", "rb") as f:
+                if NONCE.encode() in f.read(1 << 20):
+                    reached.append("secret in the supervisor")
+    attempt("parent's /proc", parents_secrets)
+    # Files: the project's baseline and reference, the agent's workspace, /tmp, the check's snapshot.
+    attempt("wrote the baseline", lambda: open(os.path.join(PROJECT, "baselines", "fused_add_rmsnorm.py"), "a"))
+    attempt("read the reference", lambda: open(os.path.join(PROJECT, "references", "fused_add_rmsnorm.py")).read())
+    attempt("read the workspace", lambda: os.listdir(WORKSPACE))
+    attempt("wrote the workspace", lambda: open(os.path.join(WORKSPACE, "planted.py"), "w"))
+    attempt("wrote /tmp", lambda: open("/tmp/d2k-planted", "w"))
+    attempt("listed /tmp", lambda: os.listdir("/tmp"))
+    # Processes, signals, network.
+    def fork():
+        if os.fork() == 0:
+            os._exit(0)
+    attempt("forked", fork)
+    attempt("signalled the supervisor", lambda: os.kill(os.getppid(), 0))
+    attempt("signalled init", lambda: os.kill(1, 0))
+    attempt("connected", lambda: socket.create_connection(("127.0.0.1", 22), timeout=1))
+    attempt("new session", os.setsid)
+    # What it may: its own scratch directory.
+    with open(os.path.join(os.environ["HOME"], "scratch.txt"), "w") as f:
+        f.write("fine")
+    print("PROBE " + json.dumps(reached))
+
+    @triton.jit
+    def _k(p):
+        pass
+
+    def forward(x, r, w):
+        _k[(1,)](x)
+        raise RuntimeError("done probing")
+""")
+
+
+def _hidden(text: str) -> str:
+    """An expression for ``text`` that does not hold it (the probe's source is in the request too)."""
+    return f"{text[::-1]!r}[::-1]"
+
+
+def _evaluate(tmp_path, monkeypatch, source: str, **kw):
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    path = workspace / "solution.py"
+    path.write_text(source)
+    monkeypatch.setattr("d2k_env.evaluator.check_solution", lambda source, allowed: [])  # the policy off
+    monkeypatch.setattr("d2k_env.evaluator.secrets.token_hex", lambda n: NONCE)
+    ev = Evaluator(load_task("fused_add_rmsnorm"), "interpreter", limits=PhaseLimits(default=90))
+    try:
+        return ev.evaluate(path, seed=SEED, **kw), workspace
+    finally:
+        ev.close()
+
+
+def test_past_the_policy_a_solution_reaches_no_secret_and_nothing_outside_its_scratch(tmp_path, monkeypatch):
+    project = Path(load_task("fused_add_rmsnorm").baseline_path).parents[1]
+    baseline = (project / "baselines" / "fused_add_rmsnorm.py").read_bytes()
+    source = (PROBE.replace("@SEED@", repr(SEED)).replace("@KEY@", repr(inputs_key(SEED)))
+              .replace("@NONCE@", _hidden(NONCE))
+              .replace("@PROJECT@", repr(str(project))).replace("@WORKSPACE@", repr(str(tmp_path / "workspace"))))
+    result, workspace = _evaluate(tmp_path, monkeypatch, source)
+    line = next((l for l in result.output.splitlines() if l.startswith("PROBE ")), None)
+    assert line is not None, result.error or result.output
+    assert sorted(set(json.loads(line[len("PROBE "):]))) == ["the inputs key in memory"], line
+    assert (project / "baselines" / "fused_add_rmsnorm.py").read_bytes() == baseline
+    assert sorted(p.name for p in workspace.iterdir()) == ["solution.py"]
+    assert not Path("/tmp/d2k-planted").exists()
+
+
+def test_every_layer_is_named_in_the_result(tmp_path, monkeypatch):
+    result, _ = _evaluate(tmp_path, monkeypatch, PROBE.replace("@SEED@", "0").replace("@KEY@", "0").replace("@NONCE@", "'x'")
+                          .replace("@PROJECT@", "'/nonexistent'").replace("@WORKSPACE@", "'/nonexistent'"))
+    assert set(result.sandbox) == {"rlimits", "landlock", "uid", "seccomp", "cgroup"}, result.sandbox
+    if landlock_abi():
+        assert result.sandbox["landlock"].startswith(f"ABI {landlock_abi()}")
+    else:
+        assert result.sandbox["landlock"].startswith("absent")
+
+
+MEMORY_HOG = textwrap.dedent("""
+    import torch, triton
+
+    @triton.jit
+    def _k(p):
+        pass
+
+    def forward(x, r, w):
+        _k[(1,)](x)
+        hog = torch.ones(@N@, dtype=torch.uint8)  # touched: resident, not only reserved
+        return hog
+""")
+
+
+def test_running_out_of_memory_is_named(tmp_path, monkeypatch):
+    """Over the cgroup's limit the kernel kills the worker; over the address space, the allocation
+    fails. Either way the verdict says memory ran out, not only 'SIGKILL'."""
+    monkeypatch.setattr(sandbox, "MEMORY_LIMIT", 2**30)
+    monkeypatch.setattr(sandbox, "ADDRESS_SPACE_SLACK", 6 * 2**30)
+    for name, size in (("resident", 3 * 2**30), ("address-space", 16 * 2**30)):
+        (tmp_path / name).mkdir()
+        result, _ = _evaluate(tmp_path / name, monkeypatch, MEMORY_HOG.replace("@N@", str(size)))
+        verdict = result.error or " ".join(w.message for w in result.workloads)
+        assert "[memory]" in verdict, (name, verdict)
+
+
+def test_a_crash_of_the_check_process_is_named_with_its_error(tmp_path):
+    """The check process reports its own failure (here: outputs that were never saved) with the
+    exception, instead of dying as an unexplained SIGKILL."""
+    req = EvalRequest(task_id="fused_add_rmsnorm", root=str(load_task("fused_add_rmsnorm").root),
+                      solution_path="", mode="test", device="cpu", workloads=["5x200"], smoke=True, seed=1,
+                      role="check", outputs_dir=str(tmp_path))
+    outcome = sandbox.run_worker(req, limits=PhaseLimits(default=90), triton_cache=tmp_path / "cache",
+                                 interpret=True)
+    assert outcome.result is not None, outcome
+    assert "the check process failed" in outcome.result["error"]
+    assert "FileNotFoundError" in outcome.result["error"]
