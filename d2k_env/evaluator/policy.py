@@ -51,6 +51,9 @@ rule                refuses
                     ``triton.jit``/``autotune``/``heuristics`` anywhere but a decorator list, and
                     kernels defined inside functions (the worker verifies kernels' source at load)
 [try-except]        ``try``/``except``: a failing kernel must fail, not fall back
+[format-string]     ``.format``/``.format_map`` on anything but a string literal, and literals whose
+                    fields name an attribute or an index (``"{0.__class__}"``, ``"{0[k]}"``): str.format
+                    walks them with getattr/getitem, past every attribute rule
 ==================  ===========================================================================
 
 The checker fails closed: a file it cannot analyse is refused, never a crash. The exploit each
@@ -63,6 +66,7 @@ import ast
 import builtins
 import importlib
 import re
+import string
 import symtable
 import sys
 import types
@@ -559,6 +563,10 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self._check_attribute_names(node)
+        if node.attr in FORMAT_METHODS:
+            problem = _format_string_problem(node.value)
+            if problem:
+                self.flag("format-string", node, problem)
         if _is_dunder(node.attr):
             self.flag("introspection", node, f"dunder attribute {node.attr!r} is not allowed")
         elif node.attr in FORBIDDEN_ATTRIBUTES or node.attr in FORBIDDEN_BUILTINS:
@@ -910,6 +918,36 @@ class _Checker(ast.NodeVisitor):
 
 
 _DEF_LINE = re.compile(r"(async\s+)?def(\s|\\|$)")
+
+# str methods that read a format string: its fields walk attributes ("{0.__class__}") and items ("{0[k]}")
+# of their arguments with getattr/getitem, which no attribute rule sees.
+FORMAT_METHODS = frozenset({"format", "format_map"})
+
+
+def _format_fields(template: str):
+    """The field names of a format string, nested ones in format specs included (ValueError when malformed)."""
+    for _, field, spec, _ in string.Formatter().parse(template):
+        if field is not None:
+            yield field
+        if spec:
+            yield from _format_fields(spec)
+
+
+def _format_string_problem(receiver: ast.AST) -> str | None:
+    """Why ``receiver.format(...)`` / ``.format_map(...)`` may walk attributes or items, or None."""
+    if not (isinstance(receiver, ast.Constant) and isinstance(receiver.value, str)):
+        return (".format/.format_map may only be called on a string literal: a format string built at run time "
+                "can name attributes ('{0.__class__}') that str.format reads with getattr, past the attribute rules")
+    try:
+        fields = list(_format_fields(receiver.value))
+    except ValueError as exc:
+        return f"the format string {receiver.value[:40]!r} is malformed ({exc})"
+    for field in fields:
+        if "." in field or "[" in field:
+            return (f"the format field {{{field[:40]}}} reads an attribute or an item of its argument (str.format "
+                    "walks it with getattr/getitem, past the attribute rules); format plain values: "
+                    "'{}'.format(x.shape[0])")
+    return None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,86 @@
+"""Introspection through string formatting (tests/format_strings/, the policy's [format-string] rule).
+
+str.format and str.format_map read a field's attributes and items themselves: ``"{0.__class__}"``,
+``"{0[0].gi_frame.f_back.f_locals[self]}"`` walk with getattr/getitem names that the attribute rules
+refuse in the syntax tree, where they never appear. f01 and f02 walked a generator's running frame
+back to the harness's SolutionRun and printed the secret seed, earning the full reward; before the
+rule the policy accepted both. Now ``.format``/``.format_map`` may be called only on a string literal
+whose fields name no attribute and no item (nested fields in format specs included). f-strings need
+no rule: their fields are expressions in the syntax tree, checked like any other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from d2k_env.evaluator.policy import check_solution
+from exploits import assert_scores_zero, close_evaluators, evaluate_file, params
+
+HERE = Path(__file__).parent / "format_strings"
+
+CPU_CASES = {
+    "f01_c11_format_walk_frames_seed.py": ("[format-string]", None),
+    "f02_c11_format_map_runtime_template.py": ("[format-string]", None),
+}
+
+KERNEL = "import torch\nimport triton\nimport triton.language as tl\n\n@triton.jit\ndef k(p):\n    pass\n\n"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close():
+    yield
+    close_evaluators()
+
+
+@pytest.mark.parametrize("name,reason", params(CPU_CASES))
+def test_exploit_scores_zero_on_interpreter(name, reason):
+    assert_scores_zero(evaluate_file(HERE / name, "interpreter", "submit"), reason)
+
+
+@pytest.mark.parametrize("name", sorted(CPU_CASES))
+def test_secret_seed_does_not_leak(name):
+    secret = 0x5EC12E7_0DDBA11
+    result = evaluate_file(HERE / name, mode="test", seed=secret)
+    assert str(secret) not in result.output, "the solution read the secret seed and printed it"
+
+
+def test_every_file_listed():
+    assert {p.name for p in HERE.glob("*.py")} == set(CPU_CASES)
+
+
+def _rules(line: str) -> list[str]:
+    body = f"def forward(x):\n    y = torch.empty_like(x)\n    k[(1,)](y)\n    {line}\n    return y\n"
+    return [v.rule for v in check_solution(KERNEL + body, frozenset({"empty_like"}))]
+
+
+@pytest.mark.parametrize("line", [
+    'print("{0.__class__.__mro__}".format(x))',
+    'print("{0.shape}".format(x))',  # any attribute: the walk is the hole, not the name
+    'print("{0[0]}".format([x]))',
+    'print("{t[k]}".format_map({"t": {"k": x}}))',
+    'print("{:{0.ndim}}".format(1, x))',  # a nested field in a format spec
+    'print("{0:>{1[0]}}".format(1, [3]))',
+    'print(str.format("{0.__class__}", x))',
+    'print(("{0." + "__class__}").format(x))',
+    'f = "{0." + "__class__}"\n    print(f.format(x))',
+    'print(f"{{0.__class__}}".format(x))',  # an f-string that makes a format string
+    'fmt = "{0.__class__}".format\n    print(fmt(x))',
+    'print("{0.__class__".format(x))',  # malformed: refused rather than guessed at
+])
+def test_format_fields_that_walk_are_refused(line):
+    assert "format-string" in _rules(line)
+
+
+@pytest.mark.parametrize("line", [
+    'print("{} x {}".format(x.shape[0], x.shape[1]))',
+    'print("{n:>8} {m!r} {:.3f}".format(1.5, n=2, m="a"))',
+    'print("{:{w}}".format(1, w=4))',
+    'print("{0}{1}{0}".format("a", "b"))',
+    'print(f"{x.shape[0]:>{x.ndim}}")',
+    'print("%d rows" % x.shape[0])',
+    'print(format(x.shape[0], ">8"))',
+])
+def test_plain_formatting_is_allowed(line):
+    assert _rules(line) == []
