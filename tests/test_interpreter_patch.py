@@ -385,3 +385,28 @@ def test_cuda_device_context_and_properties_on_cpu_tensors(tmp_path):
         with torch.cuda.device("cpu"), torch.cuda.device(x.device.index):
             pass
     """)
+
+
+def test_loop_induction_variables_are_tensors_as_on_the_gpu(tmp_path):
+    run_interpreted(tmp_path, """
+        @triton.jit
+        def rows_loop(x_ptr, y_ptr, M, N: tl.constexpr):
+            # A persistent loop: the row index widened to int64 before it scales an offset, as
+            # kernels do so that row * N cannot overflow int32.
+            for row in tl.range(tl.program_id(0), M, tl.num_programs(0)):
+                base = row.to(tl.int64) * N
+                cols = tl.arange(0, N)
+                tl.store(y_ptr + base + cols, tl.load(x_ptr + base + cols) + row.to(tl.float32))
+            for i in range(2):  # a plain range loop too
+                tl.store(y_ptr + M * N + i, i.to(tl.float32) + 10)
+            for j in tl.static_range(2):  # static_range stays a Python int (unrolled)
+                tl.store(y_ptr + M * N + 2 + j, tl.full([], j, tl.float32))
+
+        M, N = 7, 16
+        x = torch.randn(M * N)
+        y = torch.empty(M * N + 4)
+        rows_loop[(3,)](x, y, M, N=N)
+        ref = x.view(M, N) + torch.arange(M, dtype=torch.float32)[:, None]
+        assert torch.equal(y[:M * N].view(M, N), ref)
+        assert y[M * N:].tolist() == [10.0, 11.0, 0.0, 1.0]
+    """)

@@ -39,8 +39,10 @@ that run kernels with ``TRITON_INTERPRET=1``.
 
 from __future__ import annotations
 
+import ast
 import collections
 import functools
+import operator
 
 import numpy as np
 import torch
@@ -391,7 +393,6 @@ _LIBDEVICE_RAW = {
 def _libdevice_names() -> dict[str, str]:
     """libdevice symbol (``__nv_rsqrtf``) -> the Python function that emits it (``rsqrt``), read off
     the CUDA backend's libdevice module."""
-    import ast
     import inspect
 
     from triton.language.extra.cuda import libdevice as cuda_libdevice
@@ -507,6 +508,41 @@ def _patch_torch_cuda() -> None:
         get_device_properties, get_device_capability, get_device_name)
 
 
+def _kernel_range(arg1, arg2=None, step=None, **kwargs):
+    """``tl.range``/``range`` in an interpreted kernel, yielding scalar tensors as the GPU's loop
+    induction variables are (stock: Python ints, so ``row.to(tl.int64)`` fails). int32, or int64
+    when a bound is int64 or the values need it. ``tl.static_range`` keeps yielding ints (unrolled)."""
+    start, end = (0, arg1) if arg2 is None else (arg1, arg2)
+    step = 1 if step is None else step
+    bounds = (start, end, step)
+    values = range(*(operator.index(b) for b in bounds))
+    wide = any(isinstance(b, tl.core.tensor) and b.dtype.primitive_bitwidth == 64 for b in bounds) or \
+        (len(values) and not -2**31 <= min(values[0], values[-1]) <= max(values[0], values[-1]) < 2**31)
+    ty, np_ty = (tl.int64, np.int64) if wide else (tl.int32, np.int32)
+    for v in values:
+        yield tl.core.tensor(TensorHandle(np.array([v], dtype=np_ty), ty), ty)
+
+
+def _patch_range(stock_patch_lang_core):
+    def patch_lang_core(lang, scope):
+        stock_patch_lang_core(lang, scope)
+        scope.set_attr(lang, "range", _kernel_range)
+
+    return patch_lang_core
+
+
+class _RangeLoops(interpreter.ASTTransformer):
+    """The interpreter's kernel rewriter, with ``for ... in range(...)`` running ``_kernel_range``
+    (the interpreter copies its module globals, this name among them, into the kernel's)."""
+
+    def visit_For(self, node):
+        self.generic_visit(node)
+        it = node.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
+            it.func = ast.Name(id="_d2k_kernel_range", ctx=ast.Load())
+        return node
+
+
 def _apply_gpu_idioms() -> None:
     """The patches above, once (called by :func:`apply`)."""
     from triton.runtime import autotuner
@@ -516,6 +552,9 @@ def _apply_gpu_idioms() -> None:
     Builder.create_extern_elementwise = _extern_elementwise
     _patch_libdevice()
     _patch_torch_cuda()
+    interpreter._patch_lang_core = _patch_range(interpreter._patch_lang_core)
+    interpreter._d2k_kernel_range = _kernel_range
+    interpreter.FunctionRewriter.ast_transformer = _RangeLoops()
 
 
 def apply() -> None:
