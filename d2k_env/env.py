@@ -23,10 +23,11 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from d2k_env import reward as rewards
+from d2k_env.action_log import ActionLog, Refusal, replay_steps
 from d2k_env.evaluator import Evaluator, EvalResult, resolve_backend
 from d2k_env.prompt import build_prompt
 from d2k_env.task import GUIDANCE_LAYERS, load_task, task_ids
-from d2k_env.tools import FORMAT, MAX_ACTION_CHARS, ActionError, ToolCall, parse_action
+from d2k_env.tools import FORMAT, MAX_ACTION_CHARS, ActionError, parse_action
 from d2k_env.verdict import format_result
 from d2k_env.workspace import Workspace, WorkspaceError
 
@@ -50,7 +51,8 @@ def forward(*inputs):
 
 
 def _action_text(action: Any) -> str:
-    """The action as recorded for replay: JSON when it can be written as JSON, else a description."""
+    """A dict action as the text it is parsed from: JSON when it can be written as JSON, else a
+    description (which the parser refuses)."""
     try:
         return json.dumps(action, ensure_ascii=False)  # unescaped: as compact as the text an agent sends
     except Exception:  # noqa: BLE001 - whatever a mapping's own methods raise
@@ -62,15 +64,14 @@ def _check_state(state: Any) -> None:
     a registered task. A state may come from anywhere: its task id must never reach the file system."""
     if not isinstance(state, dict):
         raise ValueError(f"a state is a dict as KernelEnv.state() returns, not a {type(state).__name__}")
-    missing = [key for key in ("task_id", "backend", "guidance", "reward", "seed", "actions") if key not in state]
+    missing = [key for key in ("task_id", "backend", "guidance", "reward", "seed", "actions", "blobs")
+               if key not in state]
     if missing:
         raise ValueError(f"the state lacks {', '.join(missing)}")
     registered = task_ids()
     if state["task_id"] not in registered:
         raise ValueError(f"the state's task id {repr(state['task_id'])[:100]} is none of the registered tasks: "
                          f"{', '.join(registered)}")
-    if not isinstance(state["actions"], list):
-        raise ValueError(f"the state's actions are a list, not a {type(state['actions']).__name__}")
 
 
 def replay(state: dict[str, Any], **env_kwargs: Any) -> "KernelEnv":
@@ -81,11 +82,19 @@ def replay(state: dict[str, Any], **env_kwargs: Any) -> "KernelEnv":
     registered task, is a ValueError before anything is loaded.
     """
     _check_state(state)
+    steps = replay_steps(state["actions"], state["blobs"])
     env = KernelEnv(state["task_id"], backend=state["backend"], guidance=tuple(state["guidance"]),
                     reward=state["reward"], max_steps=state.get("max_steps", MAX_STEPS), **env_kwargs)
-    env.reset(seed=state["seed"])
-    for action in state["actions"]:
-        env.step(action)
+    try:
+        env.reset(seed=state["seed"])
+        for step in steps:
+            if isinstance(step, Refusal):
+                env._replay_refusal(step)
+            else:
+                env.step(step)
+    except BaseException:
+        env.close()  # no half-replayed episode left behind
+        raise
     return env
 
 
@@ -146,12 +155,11 @@ class KernelEnv(gym.Env):
         self._evaluator: Evaluator | None = None
         self._ceilings: dict[str, float] | None = None
         self.workspace: Workspace | None = None
-        self._steps = 0
+        self._log = ActionLog()  # one entry per step taken: its length is the step count
         self._terminated = False
         self._last_observation = ""
         self._episode_layers = self.guidance_layers
         self._reset_seed: int | None = None
-        self._actions: list[str] = []
         self._lock = threading.Lock()
 
     # -- Gymnasium API -------------------------------------------------------------------------
@@ -166,14 +174,15 @@ class KernelEnv(gym.Env):
             return self._step(action)
 
     def state(self) -> dict[str, Any]:
-        """The episode so far as plain JSON-able data: configuration, reset seed, every action taken
+        """The episode so far as plain JSON-able data: configuration, reset seed, one entry per step
+        (``actions``, with long strings in ``blobs``, each kept once: see :mod:`d2k_env.action_log`)
         and the workspace's files. :func:`replay` rebuilds the episode from it."""
         with self._lock:
             self._require_episode("state")
+            actions, blobs = self._log.state()
             return {"task_id": self.task.id, "backend": self.backend, "guidance": list(self._episode_layers),
                     "reward": self.reward_kind, "max_steps": self.max_steps, "seed": self._reset_seed,
-                    "steps": self._steps,
-                    "terminated": self._terminated, "actions": list(self._actions),
+                    "steps": len(self._log), "terminated": self._terminated, "actions": actions, "blobs": blobs,
                     "files": {path: self.workspace.read(path) for path, _ in self.workspace.list_files()}}
 
     def render(self) -> str | None:
@@ -203,61 +212,69 @@ class KernelEnv(gym.Env):
         self._evaluator = Evaluator(self.task, self.backend, cache_dir=root / "triton-cache",
                                     **self.evaluator_options)
         self._evaluator.ceilings = self._ceilings
-        self._steps = 0
+        self._log = ActionLog()
         self._terminated = False
         self._reset_seed = seed
-        self._actions = []
         note = rewards.NOTES[self.reward_kind] + ("" if self._evaluator.can_time else rewards.INTERPRETER_NOTE)
         prompt = build_prompt(self.task, self._episode_layers, baseline_source, self.backend, self.max_steps, note)
         return self._observe(prompt), self._info()
 
     def _step(self, action: str | dict):
         self._require_episode("step")
+        ended = self._ended()
+        if ended is not None:
+            return ended
+        # A dict action runs from its JSON text, as a text action would: one parser for both.
+        text = action if isinstance(action, str) else _action_text(action)
+        try:
+            call = parse_action(text)
+        except ActionError as exc:
+            return self._refuse(Refusal.of(text, str(exc)))
+        except Exception as exc:  # noqa: BLE001 - last resort: a bad action must never break step()
+            return self._refuse(Refusal.of(text, f"the action could not be read ({type(exc).__name__}). {FORMAT}"))
+        try:
+            observation, result = getattr(self, f"_tool_{call.tool}")(**call.args)
+        except WorkspaceError as exc:  # the workspace is as it was (Workspace's contract): a refusal
+            return self._refuse(Refusal.of(text, str(exc)), tool=call.tool)
+        self._log.add_call(call)
+        info: dict[str, Any] = {"tool": call.tool}
+        if result is not None:
+            info["evaluation"] = result.to_dict()
+            info["verdict"] = observation
+        reward = 0.0
+        if call.tool == "submit":
+            self._terminated = True
+            reward = rewards.submission_reward(self.reward_kind, result)
+            observation += f"\n\nSubmitted. Reward: {reward:.4f} ({self.reward_kind})."
+        return self._outcome(observation, reward, info)
+
+    def _replay_refusal(self, refusal: Refusal):
+        """Take again a step that was refused, from its record alone (the log keeps no more of it)."""
+        with self._lock:
+            self._require_episode("step")
+            return self._ended() or self._refuse(refusal)
+
+    def _ended(self):
+        """The step's answer when the episode is over (submitted, or its budget used up), else None."""
         if self._terminated:
             text = "The episode has ended (the solution was submitted). Call reset() to start a new one."
             return self._observe(text), 0.0, True, False, self._info(error="episode already ended")
-        if self._steps >= self.max_steps:  # whether or not a TimeLimit wrapper stops the caller
+        if len(self._log) >= self.max_steps:  # whether or not a TimeLimit wrapper stops the caller
             text = (f"The episode has ended (its budget of {self.max_steps} steps is used up). Call reset() "
                     "to start a new one.")
             return self._observe(text), 0.0, False, True, self._info(error="step budget used up")
-        self._steps += 1
-        # What is recorded is what runs: a dict action is parsed from its JSON text, so replay
-        # (which has only the text) takes the same action.
-        recorded = action if isinstance(action, str) else _action_text(action)
-        self._actions.append(recorded)
-        info: dict[str, Any] = {}
-        reward = 0.0
-        try:
-            call = parse_action(recorded)
-        except ActionError as exc:
-            text = f"ERROR: {exc}"
-            info["error"] = str(exc)
-        except Exception as exc:  # noqa: BLE001 - last resort: a bad action must never break step()
-            text = f"ERROR: the action could not be read ({type(exc).__name__}). {FORMAT}"
-            info["error"] = text
-        else:
-            info["tool"] = call.tool
-            text, result = self._run_tool(call, info)
-            if result is not None:
-                info["evaluation"] = result.to_dict()
-                info["verdict"] = text
-            if call.tool == "submit":
-                self._terminated = True
-                reward = rewards.submission_reward(self.reward_kind, result)
-                text += f"\n\nSubmitted. Reward: {reward:.4f} ({self.reward_kind})."
+        return None
+
+    def _refuse(self, refusal: Refusal, **info: Any):
+        self._log.add_refusal(refusal)
+        return self._outcome(f"ERROR: {refusal.message}", 0.0, {**info, "error": refusal.message})
+
+    def _outcome(self, text: str, reward: float, info: dict[str, Any]):
         # The budget is the env's own too (the prompt states it), not only registration's TimeLimit.
-        truncated = not self._terminated and self._steps >= self.max_steps
+        truncated = not self._terminated and len(self._log) >= self.max_steps
         return self._observe(text), float(reward), self._terminated, truncated, {**self._info(), **info}
 
     # -- Tools -----------------------------------------------------------------------------------
-    def _run_tool(self, call: ToolCall, info: dict) -> tuple[str, EvalResult | None]:
-        handler = getattr(self, f"_tool_{call.tool}")
-        try:
-            return handler(**call.args)
-        except WorkspaceError as exc:
-            info["error"] = str(exc)
-            return f"ERROR: {exc}", None
-
     def _tool_list_files(self):
         rows = [f"{path}  ({size} bytes){'  [read-only]' if path in self.workspace.read_only else ''}"
                 for path, size in self.workspace.list_files()]
@@ -318,7 +335,7 @@ class KernelEnv(gym.Env):
 
     def _info(self, **extra) -> dict[str, Any]:
         return {"task": self.task.id, "backend": self.backend, "guidance": list(self._episode_layers),
-                "steps": self._steps, "max_steps": self.max_steps, **extra}
+                "steps": len(self._log), "max_steps": self.max_steps, **extra}
 
     def _require_episode(self, call: str) -> None:
         if self.workspace is None:

@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_ACTION_CHARS = 2_000_000  # the action space's max_length too: a whole 1 MB file fits in one write_file
+# Names are short: these bounds keep every message that quotes one, and every recorded call, small.
+MAX_PATH_CHARS = 4096  # PATH_MAX on Linux
+MAX_WORKLOAD_CHARS = 200
+MAX_WORKLOADS = 64
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,9 @@ class Tool:
                 "additionalProperties": False}
 
 
-_PATH = {"type": "string", "description": "path relative to the workspace, e.g. solution.py"}
+_PATH = {"type": "string", "maxLength": MAX_PATH_CHARS,
+         "description": "path relative to the workspace, e.g. solution.py"}
+_WORKLOAD = {"type": "string", "maxLength": MAX_WORKLOAD_CHARS}
 
 TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("list_files", "List the files in the workspace with their sizes."),
@@ -46,9 +52,10 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("run_tests", "Compile solution.py and check its outputs against the baseline on every workload."),
     Tool("benchmark", "Check correctness, then time solution and baseline side by side; reports speedups "
                       "and the fraction of the roofline reached. Optionally only some workloads.",
-         {"workloads": {"type": "array", "items": {"type": "string"}}}, (), {"workloads": ["64x8192"]}),
+         {"workloads": {"type": "array", "items": _WORKLOAD, "maxItems": MAX_WORKLOADS}}, (),
+         {"workloads": ["64x8192"]}),
     Tool("profile", "Per-kernel GPU time of solution.py on one workload (torch profiler).",
-         {"workload": {"type": "string"}}, ("workload",)),
+         {"workload": _WORKLOAD}, ("workload",)),
     Tool("submit", "Final evaluation on fresh secret inputs; ends the episode and yields the reward."),
 ]}
 
@@ -123,8 +130,16 @@ def validate_args(tool: Tool, args: dict) -> None:
             raise ActionError(f"{tool.name}: {key!r} must be >= {prop['minimum']}. {usage}")
         if expected is int and value > prop.get("maximum", value):
             raise ActionError(f"{tool.name}: {key!r} must be <= {prop['maximum']}. {usage}")
+        if expected is str and len(value) > prop.get("maxLength", len(value)):
+            raise ActionError(f"{tool.name}: {key!r} must be at most {prop['maxLength']} characters, not "
+                              f"{len(value)}. {usage}")
         if expected is list and not all(isinstance(v, str) for v in value):
             raise ActionError(f"{tool.name}: {key!r} must be a list of strings. {usage}")
+        if expected is list and len(value) > prop.get("maxItems", len(value)):
+            raise ActionError(f"{tool.name}: {key!r} must have at most {prop['maxItems']} items. {usage}")
+        if expected is list and any(len(v) > prop["items"].get("maxLength", len(v)) for v in value):
+            raise ActionError(f"{tool.name}: each of {key!r} must be at most {prop['items']['maxLength']} "
+                              f"characters. {usage}")
 
 
 def manual() -> str:

@@ -2,7 +2,8 @@
 
 Every path is resolved (symlinks included) and must stay inside the workspace; read-only files
 (the baseline copy) refuse writes. Errors are raised as :class:`WorkspaceError` with a message
-meant for the agent.
+meant for the agent, and an operation that raises one leaves the workspace as it was (the episode
+records such a step as a refusal, without its arguments, and replays it from its message alone).
 """
 
 from __future__ import annotations
@@ -89,16 +90,17 @@ class Workspace:
         with _os_errors(path):
             if full.is_dir():
                 raise WorkspaceError(f"{rel!r} is a directory")
-            full.parent.mkdir(parents=True, exist_ok=True)
-            # A fresh, exclusively created staging file: nothing planted in the workspace (a symlink
-            # or a directory with a predictable name) can redirect or block the write.
-            fd, tmp = tempfile.mkstemp(dir=full.parent, prefix=".d2k-write-")
+            made: list[Path] = []  # the directories this write creates, removed again if it fails
             try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, full)  # atomic: a crash never leaves a half-written file
+                for parent in reversed(Path(rel).parents[:-1]):  # outermost first, the root excluded
+                    directory = self.root / parent
+                    if not directory.is_dir():
+                        directory.mkdir()
+                        made.append(directory)
+                _replace(full, data)
             except BaseException:
-                os.unlink(tmp)
+                for directory in reversed(made):
+                    directory.rmdir()
                 raise
         return len(data)
 
@@ -113,3 +115,17 @@ class Workspace:
                                  "(include more surrounding lines to make it unique)")
         self.write(path, text.replace(old, new, 1))
         return text[: text.index(old)].count("\n") + 1
+
+
+def _replace(full: Path, data: bytes) -> None:
+    """Replace ``full``'s content by ``data`` atomically: a failure never leaves a half-written file.
+    The staging file is fresh and exclusively created, so nothing planted in the workspace (a
+    symlink or a directory with a predictable name) can redirect or block the write."""
+    fd, tmp = tempfile.mkstemp(dir=full.parent, prefix=".d2k-write-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, full)
+    except BaseException:
+        os.unlink(tmp)
+        raise
