@@ -51,6 +51,8 @@ rule                refuses
                     ``triton.jit``/``autotune``/``heuristics`` anywhere but a decorator list, and
                     kernels defined inside functions (the worker verifies kernels' source at load)
 [try-except]        ``try``/``except``: a failing kernel must fail, not fall back
+[module-dunder]     binding, rebinding or deleting a dunder name (``__name__ = "__main__"`` ran the
+                    ``if __name__ == "__main__":`` block, which the import-time rules skip, at import)
 [format-string]     ``.format``/``.format_map`` on anything but a string literal, and literals whose
                     fields name an attribute or an index (``"{0.__class__}"``, ``"{0[k]}"``): str.format
                     walks them with getattr/getitem, past every attribute rule
@@ -594,9 +596,16 @@ class _Checker(ast.NodeVisitor):
             return  # the chain's prefixes are not separate uses
         self.generic_visit(node)
 
+    def _dunder_store(self, name: str, node: ast.AST) -> None:
+        self.flag("module-dunder", node, f"{name!r} may not be bound, rebound or deleted: module dunders belong to "
+                                         "the interpreter (a __name__ of '__main__' would run the "
+                                         "if __name__ == '__main__': block, which runs at import unchecked)")
+
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, (ast.Store, ast.Del)) and node.id in self.protected:
             self._rebinding(node.id, node)
+        if isinstance(node.ctx, (ast.Store, ast.Del)) and _is_dunder(node.id):
+            self._dunder_store(node.id, node)
         if node.id in FORBIDDEN_BUILTINS and node.id not in self.aliases:
             self.flag("introspection", node, f"the builtin {node.id!r} is not allowed")
         elif _is_dunder(node.id) and node.id not in MODULE_GLOBALS:
@@ -837,6 +846,8 @@ class _Checker(ast.NodeVisitor):
             self.visit(d)
         if node.name in self.protected:
             self._rebinding(node.name, node)
+        if _is_dunder(node.name) and not isinstance(getattr(node, "_d2k_parent", None), ast.ClassDef):
+            self._dunder_store(node.name, node)  # methods: [class-definition] refuses their class
         self._check_args(node.args)
         kernel = _is_kernel(node, self.all_aliases)
         outer, self.in_kernel = self.in_kernel, self.in_kernel or kernel
@@ -1291,15 +1302,35 @@ ITERATOR_CONSUMERS = frozenset({"tuple", "list", "set", "frozenset", "dict", "so
                                 "all", "len"})
 
 
-def _module_level_state(tree: ast.Module, aliases: dict[str, str], mutables: set[str]) -> list[Violation]:
+# itertools functions whose results hold live iterators (tee's tuple of them, groupby's groups): reading
+# them to the end keeps those.
+ITERATORS_OF_ITERATORS = frozenset({"itertools.tee", "itertools.groupby"})
+
+
+def _module_level_state(tree: ast.Module, aliases: dict[str, str], mutables: set[str],
+                        bound: set[str] = frozenset()) -> list[Violation]:
     """[hidden-state] made at import without a tensor: an iterator kept past the statement that makes
     it (``itertools.count()`` advances each time it is read; only iteration and the calls in
     ITERATOR_CONSUMERS use one up), and containers bound into a functools.partial
-    (``partial(helper, [])``: the same list on every call)."""
+    (``partial(helper, [])``: the same list on every call). Everything that runs at import is scanned:
+    the else branch of ``if __name__ == "__main__":`` (only its body never runs), and the bodies of
+    lambdas (``map(lambda r: iter(r), ...)`` runs now). Iterators made where the syntax shows no call
+    count too: an iterator-making function passed as a value (``map(iter, ...)``, ``f = iter``), and
+    tee/groupby, whose items are iterators however they are read."""
     out: list[Violation] = []
 
     def callee(node: ast.Call) -> str:
         return _resolve_with(aliases, _dotted(node.func) or "?")
+
+    def maker(node: ast.AST) -> str | None:
+        """The iterator-making function a Name/Attribute names (iter, map, itertools.count, ...), or None."""
+        dotted = _dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if dotted is None:
+            return None
+        if dotted.split(".")[0] in aliases:
+            full = _resolve_with(aliases, dotted)
+            return full if full.startswith("itertools.") else None
+        return dotted if dotted in ITERATOR_BUILTINS and dotted not in bound else None
 
     def is_iterator(node: ast.AST) -> bool:
         if isinstance(node, ast.GeneratorExp):
@@ -1310,7 +1341,7 @@ def _module_level_state(tree: ast.Module, aliases: dict[str, str], mutables: set
         return name.startswith("itertools.") or (name in ITERATOR_BUILTINS and name not in aliases)
 
     def visit(node: ast.AST, parent: ast.AST | None) -> None:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return  # their bodies run later, under the function rules
         if isinstance(node, ast.Call) and callee(node) == "functools.partial":
             for arg in [*node.args[1:], *(k.value for k in node.keywords)]:
@@ -1321,15 +1352,26 @@ def _module_level_state(tree: ast.Module, aliases: dict[str, str], mutables: set
             (isinstance(parent, ast.Call) and node in parent.args and
              (callee(parent) in ITERATOR_CONSUMERS or is_iterator(parent) or
               (isinstance(parent.func, ast.Attribute) and isinstance(parent.func.value, ast.Constant))))
-        if is_iterator(node) and not consumed:
+        if isinstance(node, ast.Call) and callee(node) in ITERATORS_OF_ITERATORS:
+            out.append(Violation("hidden-state", node.lineno, f"{callee(node)}(...) at module level makes "
+                                 "iterators that outlive any reading of its result (state between calls)"))
+        elif is_iterator(node) and not consumed:
             out.append(Violation("hidden-state", node.lineno, "an iterator kept at module level advances each "
                                  "time it is read (state between calls): consume it where it is made, e.g. "
                                  "tuple(...)"))
+        elif (name := maker(node)) and not (isinstance(parent, ast.Call) and parent.func is node) and \
+                not (isinstance(parent, ast.Attribute) and parent.value is node):
+            out.append(Violation("hidden-state", node.lineno, f"{name} passed or bound as a value at module level "
+                                 "makes iterators where no call shows it (map(iter, ...)): call it where its "
+                                 "result is consumed"))
         for child in ast.iter_child_nodes(node):
             visit(child, node)
 
     for stmt in tree.body:
-        if not _is_main_guard(stmt):
+        if _is_main_guard(stmt):
+            for child in stmt.orelse:  # runs at import whenever the body does not
+                visit(child, None)
+        else:
             visit(stmt, None)
     return out
 
@@ -1517,7 +1559,7 @@ def check_solution(source: str, allowed_torch: frozenset[str] = frozenset(),
         checker.visit(tree)
         checker.violations.extend(_name_problems(tree, table, aliases))
         checker.violations.extend(_module_level_calls(tree, aliases, bound))
-        checker.violations.extend(_module_level_state(tree, aliases, checker.mutable_globals))
+        checker.violations.extend(_module_level_state(tree, aliases, checker.mutable_globals, bound))
         checker.violations.extend(_decorators_only(tree, aliases))
     except SyntaxError as exc:
         return [Violation("syntax", exc.lineno or 0, f"SyntaxError: {exc.msg}")]
