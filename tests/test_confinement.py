@@ -160,3 +160,13 @@ def test_a_crash_of_the_check_process_is_named_with_its_error(tmp_path):
     assert outcome.result is not None, outcome
     assert "the check process failed" in outcome.result["error"]
     assert "FileNotFoundError" in outcome.result["error"]
+
+
+def test_a_triton_cache_that_does_not_exist_yet_is_made_writable(tmp_path):
+    """The env names its episode's cache before Triton has made it; a rule needs an existing path
+    (on the H200 the first compilation failed with EACCES until the cache was made first)."""
+    cache = tmp_path / "episode" / "triton-cache"
+    c = sandbox.confinement_for(str(tmp_path), cache, str(tmp_path), str(tmp_path), "solution", interpret=False)
+    assert cache.is_dir() and str(cache) in c.write and c.processes and c.memory_bytes is None
+    check = sandbox.confinement_for(str(tmp_path), cache, str(tmp_path), str(tmp_path / "out"), "check", True)
+    assert str(tmp_path / "out") in check.read and str(tmp_path / "out") not in check.write

@@ -92,7 +92,13 @@ def _landlock(read: list[str], write: list[str], devices: list[str], abi: int) -
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:
-        for paths, rights in ((read, _READ), (write, handled), (devices, _FS_READ_FILE | _FS_WRITE_FILE)):
+        # Its own threads' files: naming a thread writes /proc/self/task/<tid>/comm, and the CUDA
+        # driver will not start where that fails (error 304, seen on the H200).
+        own_threads = ["/proc/self/task"]
+        # Opening for writing may truncate (fopen's "w"): a handled right of its own from ABI 3.
+        writes = _FS_WRITE_FILE | (_FS_TRUNCATE & handled)
+        for paths, rights in ((read, _READ), (write, handled), (devices, _FS_READ_FILE | writes),
+                              (own_threads, _READ | writes)):
             for path in paths:
                 _allow(ruleset, path, rights)
         if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
@@ -311,7 +317,16 @@ class MemoryCgroup:
         try:
             parent, v2 = _own_memory_cgroup()
             if v2 and "memory" not in _read(os.path.join(parent, "cgroup.subtree_control")).split():
-                _write(os.path.join(parent, "cgroup.subtree_control"), "+memory")
+                try:
+                    _write(os.path.join(parent, "cgroup.subtree_control"), "+memory")
+                except OSError as exc:
+                    # A v2 cgroup holding processes cannot give its children controllers: beside
+                    # it, then, where its own parent already gives them memory.
+                    above = os.path.dirname(parent)
+                    if exc.errno != errno.EBUSY or "memory" not in \
+                            _read(os.path.join(above, "cgroup.subtree_control")).split():
+                        raise
+                    parent = above
             path = os.path.join(parent, name)
             os.mkdir(path)
         except (OSError, LookupError) as exc:

@@ -154,8 +154,16 @@ def import_root() -> str:
 
 
 def _python_roots() -> list[str]:
+    """Where the workers' Python finds its modules: prefixes, site-packages and the PYTHONPATH
+    entries (packages installed beside the machine's) that neither hold nor lie in the project."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     roots.update(p for p in site.getsitepackages() if os.path.isdir(p))
+    project = os.path.realpath(_PACKAGE_PARENT)
+    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        real = os.path.realpath(entry) if entry else ""
+        # Not the project, nothing inside it, nothing above it: each would open the references.
+        if os.path.isdir(real) and os.path.commonpath([real, project]) not in (real, project):
+            roots.add(real)
     return sorted(roots)
 
 
@@ -165,6 +173,7 @@ def confinement_for(scratch: str, triton_cache: Path, task_root: str, outputs_di
     scratch, the Triton cache and (the solution role only) the outputs directory; on the
     interpreter, no address space beyond its limit and no helper programs."""
     package = os.path.join(_PACKAGE_PARENT, "d2k_env")
+    triton_cache.mkdir(parents=True, exist_ok=True)  # a rule needs a path that exists
     writable = [scratch, str(triton_cache)] + ([outputs_dir] if role == "solution" else [])
     drop_uid = os.geteuid() == 0 and all(map(reachable_by_others, [sys.executable, package, *writable, task_root]))
     if drop_uid:
