@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult, derive_seed, inputs_key
-from d2k_env.evaluator.policy import check_solution
+from d2k_env.evaluator.policy_service import check_solution
 from d2k_env.evaluator.sandbox import MEMORY_LIMIT, PhaseLimits, WorkerOutcome, run_worker
 from d2k_env.task import GUIDANCE_LAYERS, Task
 
@@ -37,7 +37,8 @@ def resolve_backend(backend: str) -> str:
 class Evaluator:
     """Evaluates solution files for one task on one backend.
 
-    Every evaluation: the static policy on the source (violations score 0 before anything runs),
+    Every evaluation: the static policy on the source (in a child process with a time limit;
+    violations score 0 before anything runs),
     then a solution process (runs, times, saves outputs), then a check process that never sees the
     solution (expected outputs, comparison). ``cache_dir`` holds the Triton cache, so unchanged
     kernels are not recompiled between evaluations; ceilings (bandwidth, GEMM rate) measured by the
