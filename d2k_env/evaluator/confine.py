@@ -277,13 +277,19 @@ class Confinement:
         never started with less than was detected."""
         layers: dict[str, str] = {}
         limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, self.file_size),
-                  (resource.RLIMIT_CPU, self.cpu_seconds), (resource.RLIMIT_NPROC, self.max_processes)]
+                  (resource.RLIMIT_CPU, self.cpu_seconds)]
         if self.memory_bytes:
             limits.append((resource.RLIMIT_AS, self.memory_bytes))
+        # The process limit counts every task of the user: it binds the worker alone only under a
+        # user id of its own (elsewhere the cgroup's task limit does, where there is one).
+        own_uid = self.uid is not None and os.geteuid() == 0
+        if own_uid:
+            limits.append((resource.RLIMIT_NPROC, self.max_processes))
         for which, value in limits:
             resource.setrlimit(which, (value, value))
-        layers["rlimits"] = (f"address space {self.memory_bytes / 2**30:.0f} GiB, " if self.memory_bytes else
-                             "no address-space limit, ") + f"{self.max_processes} processes"
+        layers["rlimits"] = (f"address space {self.memory_bytes / 2**30:.0f} GiB" if self.memory_bytes else
+                             "no address-space limit") + \
+            (f", {self.max_processes} tasks" if own_uid else ", no task limit (the user's count is shared)")
         abi = landlock_abi()
         layers["landlock"] = _landlock(self.read, self.write, self.devices, abi) if abi else \
             "absent: this kernel has no Landlock; reads and writes are limited by file permissions only"
@@ -303,22 +309,23 @@ class Confinement:
 # -- memory cgroup ------------------------------------------------------------------------------------
 
 class MemoryCgroup:
-    """A memory cgroup of one evaluation, below the supervisor's own (cgroup v2, or v1's memory
-    controller). ``create`` returns None, with the reason in ``MemoryCgroup.absent``, where the
+    """A memory cgroup of one evaluation, below or beside the supervisor's own (cgroup v2, with a
+    task limit where the pids controller is delegated too, or v1's memory controller). ``create`` returns None, with the reason in ``MemoryCgroup.absent``, where the
     machine offers none the supervisor may write."""
 
     absent = ""
 
     def __init__(self, path: str, v2: bool):
         self.path, self.v2 = path, v2
+        self.max_tasks: int | None = None  # its task limit, where the pids controller is there too
 
     @classmethod
-    def create(cls, name: str, limit_bytes: int) -> "MemoryCgroup | None":
+    def create(cls, name: str, limit_bytes: int, max_tasks: int) -> "MemoryCgroup | None":
         try:
             parent, v2 = _own_memory_cgroup()
             if v2 and "memory" not in _read(os.path.join(parent, "cgroup.subtree_control")).split():
                 try:
-                    _write(os.path.join(parent, "cgroup.subtree_control"), "+memory")
+                    _write(os.path.join(parent, "cgroup.subtree_control"), "+memory +pids")
                 except OSError as exc:
                     # A v2 cgroup holding processes cannot give its children controllers: beside
                     # it, then, where its own parent already gives them memory.
@@ -337,6 +344,9 @@ class MemoryCgroup:
             if v2:
                 _write(os.path.join(path, "memory.max"), str(limit_bytes))
                 _write(os.path.join(path, "memory.swap.max"), "0")
+                if os.path.exists(os.path.join(path, "pids.max")):  # where the parent delegates pids
+                    _write(os.path.join(path, "pids.max"), str(max_tasks))
+                    group.max_tasks = max_tasks
             else:
                 _write(os.path.join(path, "memory.limit_in_bytes"), str(limit_bytes))
         except OSError as exc:

@@ -266,7 +266,8 @@ def main(argv: list[str]) -> int:
     if os.getppid() == parent:  # else the env died before PR_SET_PDEATHSIG was set: start nothing
         report["subreaper"] = prctl(PR_SET_CHILD_SUBREAPER, 1)
         prctl(PR_SET_DUMPABLE, 0)  # no ptrace, no /proc/<pid>/fd or mem for processes below
-        cgroup = confine.MemoryCgroup.create(f"d2k-eval-{os.getpid()}", confinement.cgroup_bytes)
+        cgroup = confine.MemoryCgroup.create(f"d2k-eval-{os.getpid()}", confinement.cgroup_bytes,
+                                             confinement.max_processes)
         worker_channel, worker_end = os.pipe()
         stdin_read, stdin_write = os.pipe()
         layers_read, layers_write = os.pipe()
@@ -279,8 +280,10 @@ def main(argv: list[str]) -> int:
         with os.fdopen(layers_read, "rb") as f:
             layers = f.read()
         report["layers"] = json.loads(layers) if layers else {}
-        report["layers"]["cgroup"] = (f"memory {confinement.cgroup_bytes / 2**30:.0f} GiB "
-                                      f"({'v2' if cgroup.v2 else 'v1'})") if cgroup else confine.MemoryCgroup.absent
+        report["layers"]["cgroup"] = (
+            f"memory {confinement.cgroup_bytes / 2**30:.0f} GiB"
+            + (f", {cgroup.max_tasks} tasks" if cgroup.max_tasks else "") + f" ({'v2' if cgroup.v2 else 'v1'})"
+        ) if cgroup else confine.MemoryCgroup.absent
         threading.Thread(target=_feed, args=(stdin_write, json.dumps(request).encode()), daemon=True).start()
         threading.Thread(target=_relay, args=(worker_channel, channel_fd, nonce), daemon=True).start()
     else:
