@@ -208,3 +208,13 @@ def test_saved_outputs_hold_their_own_elements_only(tmp_path):
     assert (tmp_path / "out.pt").stat().st_size < 8192
     for saved, view in zip(torch.load(tmp_path / "out.pt"), views):
         assert torch.equal(saved, view) and saved.stride() == view.stride()
+
+
+def test_a_dataclass_under_postponed_annotations_loads(tmp_path):
+    """dataclasses looks the class's module up in sys.modules; the worker registers the solution
+    there while it runs, as an import would (before, such a module failed to load)."""
+    from d2k_env.evaluator.worker import load_module
+    path = tmp_path / "solution.py"
+    path.write_text("from __future__ import annotations\nimport dataclasses\n\n"
+                    "@dataclasses.dataclass(frozen=True)\nclass Launch:\n    block: int\n    warps: int = 4\n")
+    assert load_module(str(path), "solution_dataclass_probe").Launch(8).warps == 4

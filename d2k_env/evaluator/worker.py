@@ -57,6 +57,9 @@ def load_module(path: str, name: str, source: str | None = None) -> ModuleType:
     linecache.cache[path] = (len(source), None, lines, path)  # mtime None: never reloaded from disk
     module = ModuleType(name)
     module.__file__ = path
+    # Registered while it runs, as an import would: dataclasses and typing look their module up
+    # by name (a @dataclass under `from __future__ import annotations` fails to load otherwise).
+    sys.modules[name] = module
     exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)
     return module
 
