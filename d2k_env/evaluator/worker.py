@@ -30,6 +30,7 @@ import torch
 from d2k_env.evaluator.checking import as_tuple, verdict_for
 from d2k_env.evaluator.confine import seccomp
 from d2k_env.evaluator.guards import LaunchCounter, TorchWorkGuard, harness_fingerprint, output_problems
+from d2k_env.evaluator.kept_state import kept_tensors
 from d2k_env.evaluator.l2_state import access_policy_window_bytes, release_persisting_l2
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, WorkloadResult, derive_seed
 from d2k_env.evaluator.source_text import kernel_source_problem, tokenizer_lines
@@ -147,7 +148,7 @@ class SolutionRun(Run):
         fingerprint = fingerprint_now()
         self.threads = set(threading.enumerate())
         try:
-            solution = load_module(self.req.solution_path, "solution", self.req.solution_source)
+            solution = self.module = load_module(self.req.solution_path, "solution", self.req.solution_source)
             forward = getattr(solution, "forward", None)
             if not callable(forward):
                 raise AttributeError("solution.py must define a function forward(*inputs)")
@@ -219,6 +220,8 @@ class SolutionRun(Run):
         if threads := self.new_threads():
             return WorkloadResult(w.name, False, f"[threads] forward left threads running "
                                                  f"({', '.join(threads)}): the guards cannot see them")
+        if problem := self.kept_state():
+            return WorkloadResult(w.name, False, problem)
         problem = output_problems(outputs, inputs, pristine, self.task.in_place_inputs, self.task.outputs)
         if problem:
             return WorkloadResult(w.name, False, problem)
@@ -230,6 +233,14 @@ class SolutionRun(Run):
                                                      f"{MIN_OWN_KERNEL_SHARE:.0%} required)")
         torch.save(portable(outputs), outputs_file(self.req, w.name, "check"))
         return WorkloadResult(w.name, True, "ran; outputs saved for the checker")
+
+    def kept_state(self) -> str | None:
+        """The [hidden-state] verdict when the module still holds a tensor after forward, else None."""
+        kept = kept_tensors(self.module)
+        if not kept:
+            return None
+        return (f"[hidden-state] after forward returned, the solution's module still holds a tensor at "
+                f"{'; '.join(kept)}: nothing may be kept between calls (cache plain values, not tensors)")
 
     def torch_work(self) -> str:
         ops = ", ".join(sorted(set(self.guard.forbidden))[:5])
@@ -293,6 +304,9 @@ class SolutionRun(Run):
         if threads := self.new_threads():
             wr.correct, wr.message = False, (f"[threads] forward left threads running while being timed "
                                              f"({', '.join(threads)}): the guards cannot see them")
+            return
+        if problem := self.kept_state():
+            wr.correct, wr.message = False, problem
             return
         if idle_calls:
             wr.correct, wr.message = False, (f"[no-kernel] forward launched none of solution.py's kernels on "
@@ -369,7 +383,7 @@ def _run_fingerprint() -> dict[str, object]:
     fp: dict[str, object] = dict(harness_fingerprint())
     fp.update({f"worker.{n}": id(g.get(n)) for n in (
         "harness_fingerprint", "output_problems", "as_tuple", "short_traceback", "outputs_file", "portable", "moved",
-        "out_of_memory",
+        "out_of_memory", "kept_tensors",
         "_device_broken", "access_policy_window_bytes", "derive_seed", "SolutionRun", "LaunchCounter",
         "TorchWorkGuard")})
     for cls in (Run, SolutionRun, LaunchCounter, TorchWorkGuard):
