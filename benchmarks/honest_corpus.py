@@ -139,7 +139,7 @@ def git(*args: str) -> str:
         return ""
 
 
-def report(rows: list[dict], backend: str, mode: str, seed: int | None, elapsed_s: float) -> str:
+def report(rows: list[dict], backend: str, mode: str, seed: int | None, elapsed_s: float, note: str = "") -> str:
     honest = [r for r in rows if r["set"] == "honest"]
     refused_set = [r for r in rows if r["set"] == "refused"]
     n = len(honest)
@@ -148,24 +148,29 @@ def report(rows: list[dict], backend: str, mode: str, seed: int | None, elapsed_
     correct = sum(r["correct"] for r in honest)
     by_rule = collections.Counter(rule for r in honest for rule in r["rules"])
     only_rule = collections.Counter(r["rules"][0] for r in honest if len(r["rules"]) == 1)
-    dirty = git("status", "--porcelain", "--", "tests/honest", "tests/honest_refused", "d2k_env")
+    dirty = sorted({line[3:] for line in git("status", "--porcelain", "--", "tests/honest", "tests/honest_refused",
+                                              "d2k_env", "benchmarks/honest_corpus.py").splitlines()})
+    checked = ("a full submit (the task's smoke workloads and two held-out shapes, the runtime guards, the "
+               "checker process)" if mode == "submit" else
+               f"a `{mode}` evaluation (the {'GPU' if backend == 'cuda' else 'smoke'} workloads, the runtime "
+               "guards, the checker process; no held-out shapes)")
     lines = [
         "# Honest corpus: what the reward pays today",
         "",
         f"{datetime.date.today().isoformat()}, backend `{backend}`, mode `{mode}`, "
         f"{'seeds fixed per file (crc32 of the name)' if seed is None else f'seed {seed}'}, commit "
-        f"{git('rev-parse', '--short', 'HEAD') or '?'}{' (with uncommitted changes in the corpus or d2k_env)' if dirty else ''}; "
+        f"{git('rev-parse', '--short', 'HEAD') or '?'}"
+        f"{' with uncommitted changes to ' + ', '.join(f'`{d}`' for d in dirty) if dirty else ''}; "
         f"torch {torch.__version__}, triton {triton.__version__}, numpy {np.__version__}, "
         f"python {platform.python_version()}; {elapsed_s / 60:.1f} min for {len(rows)} files. "
-        "Written by `benchmarks/honest_corpus.py`.",
+        "Written by `benchmarks/honest_corpus.py`." + (f" {note}" if note else ""),
         "",
         "Each file is one honest, numerically correct `solution.py` written in an idiom real projects "
         "and strong coding models use (tests/honest/<task>/), named after that idiom. *Policy*: the static "
-        "policy's verdict alone. *Correct*: a full submit (smoke and held-out shapes, runtime guards, checker "
-        "process) with the policy bypassed, so it says whether the kernel would be paid if the policy let it "
-        "run. *Reward*: what a submission of the file earns today (0 when the policy refuses it; for an "
-        "accepted file the policy-bypassed submit is its submission, since the evaluator then runs the same "
-        "path).",
+        "policy's verdict alone. *Correct*: " + checked + " with the policy bypassed, so it says whether the "
+        "kernel would be paid if the policy let it run. *Reward*: what the file earns today (0 when the policy "
+        "refuses it; for an accepted file the policy-bypassed evaluation is its evaluation, since the evaluator "
+        "then runs the same path).",
         "",
         "## Summary",
         "",
@@ -212,10 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="substrings of the file names to evaluate")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--manifest", action="store_true", help="print today's outcomes as manifest lines")
+    parser.add_argument("--note", default="", help="a sentence for the report's header (where it ran, ...)")
     args = parser.parse_args(argv)
     t0 = time.monotonic()
     rows = measure(args.backend, args.mode, args.seed, args.jobs, args.only)
-    text = report(rows, args.backend, args.mode, args.seed, time.monotonic() - t0)
+    text = report(rows, args.backend, args.mode, args.seed, time.monotonic() - t0, args.note)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"honest-corpus-{datetime.date.today().isoformat()}" + ("" if args.backend == "interpreter" else
                                                                      f"-{args.backend}")
