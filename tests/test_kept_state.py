@@ -79,3 +79,38 @@ def test_past_the_policy_a_replay_cache_scores_zero_with_hidden_state(tmp_path, 
         ev.close()
     assert submission_reward("speedup", result) == 0
     assert "[hidden-state] after forward returned" in result.workloads[0].message, result.workloads[0].message
+
+
+CHANGES = {
+    "a counter in a dict": "STATE = {'calls': 0}\ndef forward(x):\n    STATE['calls'] += 1\n",
+    "a list growing per call": "SEEN = []\ndef forward(x):\n    SEEN.append(1)\n",
+    "a memo keyed by call count": "MEMO = {}\ndef forward(x):\n    MEMO[len(MEMO)] = 1\n",
+    "a toggle in a default": "def forward(x, odd=[False]):\n    odd[0] = not odd[0]\n",
+}
+
+
+def _states(tmp_path, name: str, source: str, calls: int) -> list[str]:
+    import torch
+    from d2k_env.evaluator.kept_state import state_fingerprint
+    path = tmp_path / "solution.py"
+    path.write_text(source)
+    module = load_module(str(path), f"state_probe_{abs(hash(name))}")
+    states = []
+    for _ in range(calls):
+        module.forward(torch.ones(3))
+        states.append(state_fingerprint(module))
+    return states
+
+
+@pytest.mark.parametrize("name", CHANGES)
+def test_state_that_changes_with_calls_is_seen(tmp_path, name):
+    """The worker compares the digest after every timed call with the one after the first call
+    (a flag set on the first call alone changes nothing later: [late-corruption] judges that)."""
+    first, second, *_ = _states(tmp_path, name, CHANGES[name], 3)
+    assert second != first, name
+
+
+@pytest.mark.parametrize("name", PLAIN)
+def test_a_cache_keyed_by_shape_is_unchanged_on_later_calls(tmp_path, name):
+    first, *later = _states(tmp_path, name, PLAIN[name], 3)
+    assert all(s == first for s in later), name

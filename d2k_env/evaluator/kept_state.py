@@ -1,4 +1,4 @@
-"""Tensors a solution keeps between calls, found at run time.
+"""State a solution keeps between calls, found at run time: tensors, and state that changes with calls.
 
 A replay needs memory: an output cached by pointer, shape or content, a counter, a tensor from the
 last call. The static policy refuses the syntax of most such state, but honest code holds plain
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import hashlib
 import types
 from collections.abc import Iterator
 
@@ -83,3 +84,41 @@ def _inside(obj: object, path: str, own: str) -> Iterator[tuple[object, str]]:
         for slot in getattr(type(obj), "__slots__", ()):
             if hasattr(obj, slot):
                 yield getattr(obj, slot), f"{path}.{slot}"
+
+
+def state_fingerprint(module: types.ModuleType) -> str:
+    """A digest of the plain values the module can reach (the same walk as :func:`kept_tensors`).
+
+    A cache keyed by shape or device grows on the first call with a new shape and never changes
+    after; a counter or a "which call is this" flag changes on every call. The worker compares the
+    digest after a workload's first call with the one after its last: any change is state that
+    depends on the calls, not on the inputs' shapes. Numbers, strings, dtypes and devices enter by
+    value, containers by their items (sets and dict keys in sorted order), ``lru_cache`` caches by
+    their keys and results, objects of other modules by their type alone.
+    """
+    digest = hashlib.sha256()
+    seen: set[int] = set()
+    stack: list[tuple[object, str]] = [(v, k) for k, v in sorted(vars(module).items()) if not k.startswith("__")]
+    own = module.__name__
+    while stack and len(seen) < MAX_OBJECTS:
+        obj, path = stack.pop()
+        if isinstance(obj, _PLAIN):
+            digest.update(f"{path}={type(obj).__name__}:{obj!r}\n".encode())
+            continue
+        if id(obj) in seen:
+            digest.update(f"{path}=seen\n".encode())
+            continue
+        seen.add(id(obj))
+        digest.update(f"{path}:{type(obj).__qualname__}\n".encode())
+        if isinstance(obj, (set, frozenset)):
+            stack.extend((item, f"{path}{{{i}}}") for i, item in enumerate(sorted(obj, key=repr)))
+        elif isinstance(obj, dict):
+            for i, key in enumerate(sorted(obj, key=repr)):
+                stack.append((key, f"{path} key {i}"))
+                stack.append((obj[key], f"{path}[{i}]"))
+        else:
+            stack.extend(_inside(obj, path, own))
+    return digest.hexdigest()
+
+
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device)

@@ -30,7 +30,7 @@ import torch
 from d2k_env.evaluator.checking import as_tuple, verdict_for
 from d2k_env.evaluator.confine import seccomp
 from d2k_env.evaluator.guards import LaunchCounter, TorchWorkGuard, harness_fingerprint, output_problems
-from d2k_env.evaluator.kept_state import kept_tensors
+from d2k_env.evaluator.kept_state import kept_tensors, state_fingerprint
 from d2k_env.evaluator.l2_state import access_policy_window_bytes, release_persisting_l2
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, WorkloadResult, derive_seed
 from d2k_env.evaluator.source_text import kernel_source_problem, tokenizer_lines
@@ -147,6 +147,7 @@ class SolutionRun(Run):
         fingerprint_now = _run_fingerprint  # a local: the solution cannot rebind it
         fingerprint = fingerprint_now()
         self.threads = set(threading.enumerate())
+        self.first_state: dict[str, str] = {}  # per workload: the module state digest after its first call
         try:
             solution = self.module = load_module(self.req.solution_path, "solution", self.req.solution_source)
             forward = getattr(solution, "forward", None)
@@ -222,6 +223,7 @@ class SolutionRun(Run):
                                                  f"({', '.join(threads)}): the guards cannot see them")
         if problem := self.kept_state():
             return WorkloadResult(w.name, False, problem)
+        self.first_state[w.name] = state_fingerprint(self.module)
         problem = output_problems(outputs, inputs, pristine, self.task.in_place_inputs, self.task.outputs)
         if problem:
             return WorkloadResult(w.name, False, problem)
@@ -276,14 +278,19 @@ class SolutionRun(Run):
         warm_b, warm_c = self.inputs(w, "warmup-baseline"), self.inputs(w, "warmup-solution")
         calls, idle_calls = 0, 0
 
+        first_state, state_changes = self.first_state[w.name], 0
+
         def timed_forward(*args):
             # Every timed call must launch the solution's own kernels: one that launches none did no work.
-            nonlocal calls, idle_calls
+            # And leave the module's state as the workload's first call did (host work between queued
+            # calls: the GPU spin the batch waits behind hides it from the samples).
+            nonlocal calls, idle_calls, state_changes
             before = self.launches.own_launches
             out = forward(*args)
             self.launches.note_l2()
             calls += 1
             idle_calls += self.launches.own_launches == before
+            state_changes += state_fingerprint(self.module) != first_state
             return out
 
         try:
@@ -307,6 +314,11 @@ class SolutionRun(Run):
             return
         if problem := self.kept_state():
             wr.correct, wr.message = False, problem
+            return
+        if state_changes or state_fingerprint(self.module) != first_state:
+            wr.correct, wr.message = False, (
+                "[hidden-state] the solution's module state changed on calls with shapes it had already seen "
+                "(a counter, or a flag of which call this is): a cache may grow with new shapes, never with calls")
             return
         if idle_calls:
             wr.correct, wr.message = False, (f"[no-kernel] forward launched none of solution.py's kernels on "
@@ -383,7 +395,7 @@ def _run_fingerprint() -> dict[str, object]:
     fp: dict[str, object] = dict(harness_fingerprint())
     fp.update({f"worker.{n}": id(g.get(n)) for n in (
         "harness_fingerprint", "output_problems", "as_tuple", "short_traceback", "outputs_file", "portable", "moved",
-        "out_of_memory", "kept_tensors",
+        "out_of_memory", "kept_tensors", "state_fingerprint",
         "_device_broken", "access_policy_window_bytes", "derive_seed", "SolutionRun", "LaunchCounter",
         "TorchWorkGuard")})
     for cls in (Run, SolutionRun, LaunchCounter, TorchWorkGuard):
