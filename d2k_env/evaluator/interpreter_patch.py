@@ -557,6 +557,221 @@ def _apply_gpu_idioms() -> None:
     interpreter.FunctionRewriter.ast_transformer = _RangeLoops()
 
 
+# -- What Triton's GPU compiler refuses, refused here too ------------------------------------------------
+# The interpreter runs a kernel's body as Python: an `if` on a block tensor takes its branch (its bool is
+# True), `a and b` on blocks returns b, a float loop bound is truncated. Triton 3.6's code generator refuses
+# the first and the last and computes logical_and for the second. The kernel rewriter below routes kernel
+# control flow through checks that raise the GPU compiler's own message, and gives and/or/not the GPU's
+# meaning. What the code generator refuses whatever the values (break, chained comparisons, ...) the
+# static policy refuses ([gpu-compile] in policy.py).
+
+
+class GpuCompileError(RuntimeError):
+    """Kernel code that Triton's GPU compiler refuses, met while the interpreter ran it."""
+
+
+def _gpu_refuses(message: str):
+    raise GpuCompileError(f"[gpu-compile] Triton's GPU compiler refuses this kernel code ({message}); only the CPU "
+                          "interpreter would run it")
+
+
+_CONDITION_TYPES = (bool, int, type(None), np.bool_, np.integer)  # numpy's: the interpreter's own scalars
+
+
+def _mlir_type(t) -> str:
+    """How MLIR prints a Triton value's type in the GPU compiler's message ('tensor<16xi1>', 'f32')."""
+    names = {"int1": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "fp16": "f16",
+             "bf16": "bf16", "fp32": "f32", "fp64": "f64"}
+    scalar = names.get(t.dtype.name, t.dtype.name)
+    dims = (d.value if isinstance(d, tl.constexpr) else d for d in t.shape)
+    return f"tensor<{'x'.join(map(str, dims))}x{scalar}>" if t.type.is_block() else scalar
+
+
+def _plain_condition(value, what: str = "`if` conditionals"):
+    plain = value.value if isinstance(value, tl.constexpr) else value
+    if not isinstance(plain, _CONDITION_TYPES):
+        _gpu_refuses(f"{what} can only accept values of type {{NoneType, bool, int}}, not objects of type "
+                     f"{type(plain).__name__}")
+
+
+def _gpu_if(test):
+    """An `if` test: a block tensor of more than one value is refused (a scalar one compiles to a branch)."""
+    if isinstance(test, tl.core.tensor):
+        if test.type.is_block() and test.type.numel != 1:
+            _gpu_refuses(f"Boolean value of Tensor with more than one value is ambiguous: `if` on a "
+                         f"{_mlir_type(test)}")
+    else:
+        _plain_condition(test)
+    return test
+
+
+def _gpu_ifexp(test):
+    """A conditional expression's test: scf.if takes a scalar, so any block tensor is refused."""
+    if isinstance(test, tl.core.tensor):
+        if test.type.is_block():
+            _gpu_refuses(f"'scf.if' op operand #0 must be 1-bit signless integer, but got '{_mlir_type(test)}'")
+    else:
+        _plain_condition(test)
+    return test
+
+
+def _gpu_while(test):
+    """A `while` test: the GPU's scf.condition takes one scalar int1 tensor, nothing else."""
+    if not isinstance(test, tl.core.tensor):
+        _gpu_refuses(f"'constexpr' object has no attribute 'handle': a `while` condition must be a scalar "
+                     f"boolean tensor, not {type(test).__name__}")
+    if test.type.is_block() or test.dtype != tl.int1:
+        _gpu_refuses(f"'scf.condition' op operand #0 must be 1-bit signless integer, but got '{_mlir_type(test)}'")
+    return test
+
+
+def _gpu_bool_op(kind: str, *operands):
+    """`a and b` / `a or b` as the code generator computes them: operands evaluated in order, plain
+    values short-circuiting, tensors all evaluated and combined with logical_and / logical_or."""
+    tensors, value = [], None
+    for operand in operands:
+        value = operand()
+        if isinstance(value, tl.core.tensor):
+            tensors.append(value)
+        elif bool(value) is (kind == "or"):
+            return value
+    if not tensors:
+        return value
+    while len(tensors) >= 2:
+        rhs, lhs = tensors.pop(), tensors.pop()
+        tensors.append(lhs.logical_and(rhs) if kind == "and" else lhs.logical_or(rhs))
+    return tensors[0]
+
+
+def _gpu_not(value):
+    """`not x`: elementwise on a tensor (the GPU's __not__), Python's not on anything else."""
+    return value.__not__() if isinstance(value, tl.core.tensor) else not value
+
+
+def _gpu_loop_bound(value):
+    """A bound or step of range/tl.range: an integer scalar, as the GPU's scf.for requires."""
+    if isinstance(value, tl.core.tensor):
+        if value.type.is_block() and value.type.numel != 1:
+            _gpu_refuses(f"For loop bounds must be scalars, got {_mlir_type(value)}")
+        if not value.dtype.is_int():
+            _gpu_refuses(f"For loop bounds and step must all be ints, got {value.dtype}")
+    elif isinstance(value.value if isinstance(value, tl.constexpr) else value, float):
+        _gpu_refuses("For loop bounds and step must all be ints, got a float")
+    return value
+
+
+def _gpu_formatted(value):
+    """A value formatted into an f-string: only a constant one (the GPU formats at compile time)."""
+    if isinstance(value, tl.core.tensor):
+        _gpu_refuses("Cannot evaluate f-string containing non-constexpr conversion values, found conversion of "
+                     f"type {type(value)}")
+    return value
+
+
+def _gpu_builtin(name: str, value):
+    """A builtin a kernel names: the code generator knows only its own few (bool and abs are not among
+    them: "bool is not defined"); a module binding of the same name is another object and passes."""
+    import builtins
+
+    if value is getattr(builtins, name, None) and name not in _GPU_BUILTINS:
+        _gpu_refuses(f"{name} is not defined: of Python's builtins a kernel may name only "
+                     f"{', '.join(sorted(_GPU_BUILTINS))}")
+    return value
+
+
+def _code_generator_builtins() -> frozenset:
+    from triton.compiler.code_generator import CodeGenerator
+    return frozenset(CodeGenerator.builtin_namespace)
+
+
+_GPU_BUILTINS = _code_generator_builtins()
+
+
+def _helper(name: str, *args) -> ast.Call:
+    return ast.Call(func=ast.Name(id=f"_d2k_{name}", ctx=ast.Load()), args=list(args), keywords=[])
+
+
+class _GpuControlFlow(ast.NodeTransformer):
+    """Rewrites a kernel's syntax tree so its control flow goes through the checks above; then hands the
+    tree to the interpreter's own rewriter (``inner``), whatever that is."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def rewrite(self, tree):
+        return self.inner.visit(ast.fix_missing_locations(self.visit(tree)))
+
+    def visit_If(self, node):
+        self.generic_visit(node)
+        node.test = ast.copy_location(_helper("gpu_if", node.test), node.test)
+        return node
+
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        node.test = ast.copy_location(_helper("gpu_ifexp", node.test), node.test)
+        return node
+
+    def visit_While(self, node):
+        self.generic_visit(node)
+        node.test = ast.copy_location(_helper("gpu_while", node.test), node.test)
+        return node
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        kind = "and" if isinstance(node.op, ast.And) else "or"
+        thunks = [ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+                             body=value) for value in node.values]
+        return ast.copy_location(_helper("gpu_bool_op", ast.Constant(kind), *thunks), node)
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not):
+            return ast.copy_location(_helper("gpu_not", node.operand), node)
+        return node
+
+    def visit_Name(self, node):
+        import builtins
+
+        if isinstance(node.ctx, ast.Load) and hasattr(builtins, node.id) and node.id not in _GPU_BUILTINS and \
+                node.id not in ("True", "False", "None") and not node.id.startswith("_"):
+            return ast.copy_location(_helper("gpu_builtin", ast.Constant(node.id), node), node)
+        return node
+
+    def visit_FormattedValue(self, node):
+        self.generic_visit(node)
+        node.value = ast.copy_location(_helper("gpu_formatted", node.value), node.value)
+        return node
+
+    def visit_For(self, node):
+        self.generic_visit(node)
+        it = node.iter
+        name = it.func.id if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) else \
+            it.func.attr if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) else None
+        if name == "range":  # range, tl.range: their bounds (tl.static_range's are constexprs)
+            it.args = [ast.copy_location(_helper("gpu_loop_bound", a), a) for a in it.args]
+        return node
+
+
+class _GpuRewriter:
+    """Stands in for FunctionRewriter.ast_transformer (whose .visit the rewriter calls on a module)."""
+
+    def __init__(self, inner):
+        self.flow = _GpuControlFlow(inner)
+
+    def visit(self, tree):
+        return self.flow.rewrite(tree)
+
+
+def _apply_gpu_control_flow() -> None:
+    """Kernel control flow checked as the GPU compiler checks it (called by :func:`apply`). The helpers are
+    interpreter module globals, which the interpreter copies into a kernel's globals when it rewrites it."""
+    for name, fn in (("gpu_if", _gpu_if), ("gpu_ifexp", _gpu_ifexp), ("gpu_while", _gpu_while),
+                     ("gpu_bool_op", _gpu_bool_op), ("gpu_not", _gpu_not), ("gpu_loop_bound", _gpu_loop_bound),
+                     ("gpu_formatted", _gpu_formatted), ("gpu_builtin", _gpu_builtin)):
+        setattr(interpreter, f"_d2k_{name}", fn)
+    interpreter.FunctionRewriter.ast_transformer = _GpuRewriter(interpreter.FunctionRewriter.ast_transformer)
+
+
 def apply() -> None:
     """Patch triton.runtime.interpreter in place (idempotent)."""
     if getattr(Builder, "_d2k_bf16_fp8_patched", False):
@@ -575,4 +790,5 @@ def apply() -> None:
     interpreter._interpreter = memory
     interpreter.GridExecutor._init_args_hst = _patch_host_args(interpreter.GridExecutor._init_args_hst, memory)
     _apply_gpu_idioms()
+    _apply_gpu_control_flow()
     Builder._d2k_bf16_fp8_patched = True

@@ -51,6 +51,11 @@ rule                refuses
                     ``triton.jit``/``autotune``/``heuristics`` anywhere but a decorator list, and
                     kernels defined inside functions (the worker verifies kernels' source at load)
 [try-except]        ``try``/``except``: a failing kernel must fail, not fall back
+[gpu-compile]       kernel code Triton's GPU compiler refuses whatever the values (no visitor for the node:
+                    break, continue, lambda, :=, del, raise; chained comparisons, ``in``, ``@``; loops
+                    over anything but range/tl.range/tl.static_range; loop else; return in a loop):
+                    the interpreter would run it. Value-dependent refusals (``if`` on a block tensor, a
+                    float loop bound; ``bool``, ``abs``) are the interpreter's (interpreter_patch.py)
 [module-dunder]     binding, rebinding or deleting a dunder name (``__name__ = "__main__"`` ran the
                     ``if __name__ == "__main__":`` block, which the import-time rules skip, at import)
 [format-string]     ``.format``/``.format_map`` on anything but a string literal, and literals whose
@@ -1376,6 +1381,120 @@ def _module_level_state(tree: ast.Module, aliases: dict[str, str], mutables: set
     return out
 
 
+def _code_generator_nodes() -> tuple[frozenset, frozenset, frozenset, frozenset]:
+    """What Triton's GPU code generator (triton.compiler.code_generator.CodeGenerator) has visitors and
+    operator tables for: statement and expression node types, binary and comparison operators, and the
+    Python builtins a kernel may name."""
+    from triton.compiler.code_generator import CodeGenerator
+
+    visited = {n[len("visit_"):] for n in dir(CodeGenerator) if n.startswith("visit_")}
+    nodes = frozenset(c for c in vars(ast).values() if isinstance(c, type) and issubclass(c, (ast.stmt, ast.expr))
+                      and c not in (ast.stmt, ast.expr) and c.__name__ not in visited)
+    binops = frozenset(CodeGenerator._method_name_for_bin_op)
+    compares = frozenset(CodeGenerator._method_name_for_comp_op) | {ast.Is, ast.IsNot}
+    return nodes, binops, compares, frozenset(CodeGenerator.builtin_namespace)
+
+
+GPU_UNSUPPORTED_NODES, GPU_BINOPS, GPU_COMPARES, GPU_BUILTINS = _code_generator_nodes()
+# Loop iterators the code generator accepts (``for`` over anything else: "Only `range` and `static_range`
+# iterators are currently supported").
+GPU_LOOP_ITERATORS = frozenset({"range", "triton.language.range", "triton.language.static_range",
+                                "triton.language.core.range", "triton.language.core.static_range"})
+
+
+def _gpu_compile_problems(tree: ast.Module, aliases: dict[str, str], bound: set[str]) -> list[Violation]:
+    """[gpu-compile]: Python in a kernel body that Triton's GPU compiler (3.6's code generator) refuses
+    whatever the values are, and the interpreter would run: statements and expressions it has no visitor
+    for (break, continue, lambda, :=, del, raise, ...), chained comparisons, ``in``, ``@``, loops over
+    anything but range/tl.range/tl.static_range, for-else and while-else (static_range's aside), a
+    return inside a loop or a with block, several assignment targets or starred ones, and a constant
+    ``while`` test. What depends on values (an ``if`` on a block tensor, a float loop bound) is the
+    interpreter's to refuse (interpreter_patch), and so are builtins the code generator does not know
+    (``bool``, ``abs``), which the policy's honest idioms use on constexprs (tests/test_policy.py)."""
+    out: list[Violation] = []
+
+    def refuse(node: ast.AST, message: str) -> None:
+        out.append(Violation("gpu-compile", getattr(node, "lineno", 0), f"Triton's GPU compiler refuses this kernel "
+                                                                        f"code ({message}); only the CPU interpreter "
+                                                                        "would run it"))
+
+    def iterator(node: ast.For) -> str | None:
+        it = node.iter
+        if not isinstance(it, ast.Call):
+            return None
+        dotted = _dotted(it.func)
+        if dotted is None:
+            return None
+        if dotted == "range" and "range" not in bound:
+            return "range"
+        return _resolve_with(aliases, dotted) if dotted.split(".")[0] in aliases else None
+
+    def walk(node: ast.AST, parent: ast.AST | None, loops: list[str], in_with: bool, local: set[str]) -> None:
+        kind = type(node)
+        if kind in GPU_UNSUPPORTED_NODES and not (kind is ast.Starred and isinstance(parent, ast.Call)) and \
+                not (kind is ast.FormattedValue and isinstance(parent, ast.JoinedStr)):
+            refuse(node, f"unsupported AST node type: {kind.__name__}")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            refuse(node, "nested function definition is not supported")
+            return
+        elif isinstance(node, ast.Compare):
+            if len(node.ops) > 1:
+                refuse(node, "simultaneous multiple comparison is not supported")
+            bad = [type(op).__name__ for op in node.ops if type(op) not in GPU_COMPARES]
+            if bad:
+                refuse(node, f"AST comparison operator '{bad[0]}' is not (currently) implemented")
+        elif isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) not in GPU_BINOPS:
+            refuse(node, f"AST binary operator '{type(node.op).__name__}' is not (currently) implemented")
+        elif isinstance(node, ast.Assign) and (len(node.targets) > 1 or any(
+                isinstance(n, ast.Starred) for t in node.targets for n in ast.walk(t))):
+            refuse(node, "several or starred assignment targets")
+        elif isinstance(node, ast.Return) and loops:
+            refuse(node, "Cannot have `return` statements inside `while` or `for` statements in triton.")
+        elif isinstance(node, ast.Return) and in_with:
+            refuse(node, "Cannot have `return` statements inside `with` statements in triton")
+        elif isinstance(node, (ast.If, ast.IfExp)) and isinstance(node.test, ast.Constant) and \
+                type(node.test.value) not in (bool, int, type(None)):
+            refuse(node, f"`if` conditionals can only accept values of type {{NoneType, bool, int}}, not objects of "
+                         f"type {type(node.test.value).__name__}")
+        elif isinstance(node, ast.While):
+            if node.orelse:
+                refuse(node, "while ... else")
+            if isinstance(node.test, ast.Constant):
+                refuse(node, "a constant `while` condition ('constexpr' object has no attribute 'handle'): the "
+                             "condition must be a scalar boolean tensor")
+        elif isinstance(node, ast.For):
+            name = iterator(node)
+            if name not in GPU_LOOP_ITERATORS:
+                refuse(node, "Only `range` and `static_range` iterators are currently supported")
+            elif not isinstance(node.target, ast.Name):
+                refuse(node, "a loop target must be a single name")
+            elif node.orelse and not name.endswith("static_range"):
+                refuse(node, "Don't know what to do with else after for")
+            static = name is not None and name.endswith("static_range")
+            for child in ast.iter_child_nodes(node):
+                in_body = child in node.body or child in node.orelse
+                walk(child, node, loops + (["for"] if in_body and not static else []), in_with, local)
+            return
+        if isinstance(node, ast.While):
+            walk(node.test, node, loops, in_with, local)
+            for child in node.body + node.orelse:
+                walk(child, node, loops + ["while"], in_with, local)
+            return
+        if isinstance(node, ast.With):
+            for child in ast.iter_child_nodes(node):
+                walk(child, node, loops, in_with or child in node.body, local)
+            return
+        for child in ast.iter_child_nodes(node):
+            walk(child, node, loops, in_with, local)
+
+    for func in ast.walk(tree):
+        if _is_kernel(func, aliases):
+            local = _bound_names(func)
+            for stmt in func.body:
+                walk(stmt, func, [], False, local)
+    return out
+
+
 def _decorators_only(tree: ast.Module, aliases: dict[str, str]) -> list[Violation]:
     """[kernel-source]: triton.jit, autotune and heuristics only in a def's decorator list. Called on a
     function (``k = triton.jit(body)``) they make a kernel whose body the policy checked as host code."""
@@ -1561,6 +1680,7 @@ def check_solution(source: str, allowed_torch: frozenset[str] = frozenset(),
         checker.violations.extend(_module_level_calls(tree, aliases, bound))
         checker.violations.extend(_module_level_state(tree, aliases, checker.mutable_globals, bound))
         checker.violations.extend(_decorators_only(tree, aliases))
+        checker.violations.extend(_gpu_compile_problems(tree, aliases, bound))
     except SyntaxError as exc:
         return [Violation("syntax", exc.lineno or 0, f"SyntaxError: {exc.msg}")]
     except (RecursionError, MemoryError):
