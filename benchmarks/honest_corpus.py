@@ -134,12 +134,21 @@ def outcome(row: dict) -> str:
 
 def git(*args: str) -> str:
     try:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=30).stdout.strip()
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return ""
 
 
-def report(rows: list[dict], backend: str, mode: str, seed: int | None, elapsed_s: float, note: str = "") -> str:
+def tree_state() -> str:
+    """The commit, and the paths of the code measured that differ from it ("5e0fb43 with uncommitted ...")."""
+    head = git("rev-parse", "--short", "HEAD").strip() or "?"
+    dirty = sorted({line[3:] for line in git("status", "--porcelain", "--", "tests/honest", "tests/honest_refused",
+                                              "d2k_env", "tasks", "benchmarks/honest_corpus.py").splitlines() if line[3:]})
+    return head + (" with uncommitted changes to " + ", ".join(f"`{d}`" for d in dirty) if dirty else "")
+
+
+def report(rows: list[dict], backend: str, mode: str, seed: int | None, elapsed_s: float, tree: str,
+           note: str = "") -> str:
     honest = [r for r in rows if r["set"] == "honest"]
     refused_set = [r for r in rows if r["set"] == "refused"]
     n = len(honest)
@@ -148,8 +157,6 @@ def report(rows: list[dict], backend: str, mode: str, seed: int | None, elapsed_
     correct = sum(r["correct"] for r in honest)
     by_rule = collections.Counter(rule for r in honest for rule in r["rules"])
     only_rule = collections.Counter(r["rules"][0] for r in honest if len(r["rules"]) == 1)
-    dirty = sorted({line[3:] for line in git("status", "--porcelain", "--", "tests/honest", "tests/honest_refused",
-                                              "d2k_env", "benchmarks/honest_corpus.py").splitlines()})
     checked = ("a full submit (the task's smoke workloads and two held-out shapes, the runtime guards, the "
                "checker process)" if mode == "submit" else
                f"a `{mode}` evaluation (the {'GPU' if backend == 'cuda' else 'smoke'} workloads, the runtime "
@@ -158,9 +165,7 @@ def report(rows: list[dict], backend: str, mode: str, seed: int | None, elapsed_
         "# Honest corpus: what the reward pays today",
         "",
         f"{datetime.date.today().isoformat()}, backend `{backend}`, mode `{mode}`, "
-        f"{'seeds fixed per file (crc32 of the name)' if seed is None else f'seed {seed}'}, commit "
-        f"{git('rev-parse', '--short', 'HEAD') or '?'}"
-        f"{' with uncommitted changes to ' + ', '.join(f'`{d}`' for d in dirty) if dirty else ''}; "
+        f"{'seeds fixed per file (crc32 of the name)' if seed is None else f'seed {seed}'}, commit {tree}; "
         f"torch {torch.__version__}, triton {triton.__version__}, numpy {np.__version__}, "
         f"python {platform.python_version()}; {elapsed_s / 60:.1f} min for {len(rows)} files. "
         "Written by `benchmarks/honest_corpus.py`." + (f" {note}" if note else ""),
@@ -219,9 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--manifest", action="store_true", help="print today's outcomes as manifest lines")
     parser.add_argument("--note", default="", help="a sentence for the report's header (where it ran, ...)")
     args = parser.parse_args(argv)
-    t0 = time.monotonic()
+    t0, before = time.monotonic(), tree_state()
     rows = measure(args.backend, args.mode, args.seed, args.jobs, args.only)
-    text = report(rows, args.backend, args.mode, args.seed, time.monotonic() - t0, args.note)
+    after = tree_state()
+    tree = before if after == before else f"{before} at the start and {after} at the end"
+    text = report(rows, args.backend, args.mode, args.seed, time.monotonic() - t0, tree, args.note)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"honest-corpus-{datetime.date.today().isoformat()}" + ("" if args.backend == "interpreter" else
                                                                      f"-{args.backend}")
