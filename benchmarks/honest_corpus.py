@@ -13,6 +13,7 @@ Writes ``honest-corpus-<date>.md`` (and ``.json``) under ``--out``:
 
     python benchmarks/honest_corpus.py [--backend interpreter] [--mode submit] [--seed N] [--jobs 2]
     python benchmarks/honest_corpus.py --manifest   # also print today's outcomes as manifest lines
+    python benchmarks/honest_corpus.py --reuse R.json --policy-at HEAD   # re-score a run under another policy
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import platform
 import subprocess
 import sys
 import time
+import types
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -88,15 +90,39 @@ def failure_of(result) -> str:
     return ""
 
 
-def measure(backend: str, mode: str, seed: int | None, jobs: int, only: list[str] | None) -> list[dict]:
+def policy_at(rev: str | None):
+    """check_solution as of git revision ``rev`` (None: the working tree's). The policy is static and
+    self-contained, so a corpus can be scored against the committed policy while another is being edited."""
+    if rev is None:
+        return check_solution
+    source = git("show", f"{rev}:d2k_env/evaluator/policy.py")
+    if not source:
+        raise SystemExit(f"no d2k_env/evaluator/policy.py at {rev}")
+    module = types.ModuleType(f"d2k_policy_at_{rev}")
+    sys.modules[module.__name__] = module  # its @dataclass needs the module registered
+    exec(compile(source, f"policy.py@{rev}", "exec"), module.__dict__)
+    return module.check_solution
+
+
+def measure(backend: str, mode: str, seed: int | None, jobs: int, only: list[str] | None,
+            policy=check_solution, reuse: dict | None = None) -> list[dict]:
+    """One row per corpus file. ``reuse``: rows of an earlier run (file -> row) whose evaluation is kept,
+    so that only the policy's verdicts are recomputed."""
     files = [f for f in corpus() if not only or any(o in name_of(f[0]) for o in only)]
-    evaluators = {t: Evaluator(load_task(t), backend=backend) for t in {task for _, task, _ in files}}
+    tasks = {t: load_task(t) for t in {task for _, task, _ in files}}
     rows = []
     for path, task, kind in files:
-        violations = check_solution(path.read_text(), evaluators[task].task.allowed_torch)
+        violations = policy(path.read_text(), tasks[task].allowed_torch)
         rows.append({"file": name_of(path), "task": task, "set": kind, "idiom": idiom_of(path),
                      "accepted": not violations, "rules": sorted({v.rule for v in violations}),
                      "violations": [str(v) for v in violations]})
+    if reuse is not None:
+        for row in rows:
+            old = reuse[row["file"]]
+            row.update({k: old[k] for k in ("seed", "seconds", "correct", "failure", "reward_if_accepted")})
+            row["reward"] = row["reward_if_accepted"] if row["accepted"] else 0.0
+        return rows
+    evaluators = {t: Evaluator(spec, backend=backend) for t, spec in tasks.items()}
     # The evaluator reads check_solution from its module at each call: bypass the policy there.
     stock = evaluator_module.check_solution
     evaluator_module.check_solution = lambda *args, **kwargs: []
@@ -147,7 +173,7 @@ def tree_state() -> str:
     return head + (" with uncommitted changes to " + ", ".join(f"`{d}`" for d in dirty) if dirty else "")
 
 
-def report(rows: list[dict], backend: str, mode: str, seed: int | None, elapsed_s: float, tree: str,
+def report(rows: list[dict], backend: str, mode: str, seed: int | None, elapsed_s: float | None, tree: str,
            note: str = "") -> str:
     honest = [r for r in rows if r["set"] == "honest"]
     refused_set = [r for r in rows if r["set"] == "refused"]
@@ -167,8 +193,10 @@ def report(rows: list[dict], backend: str, mode: str, seed: int | None, elapsed_
         f"{datetime.date.today().isoformat()}, backend `{backend}`, mode `{mode}`, "
         f"{'seeds fixed per file (crc32 of the name)' if seed is None else f'seed {seed}'}, commit {tree}; "
         f"torch {torch.__version__}, triton {triton.__version__}, numpy {np.__version__}, "
-        f"python {platform.python_version()}; {elapsed_s / 60:.1f} min for {len(rows)} files. "
-        "Written by `benchmarks/honest_corpus.py`." + (f" {note}" if note else ""),
+        f"python {platform.python_version()}; "
+        + (f"{elapsed_s / 60:.1f} min for {len(rows)} files. " if elapsed_s is not None else
+           f"{len(rows)} files (re-scored). ")
+        + "Written by `benchmarks/honest_corpus.py`." + (f" {note}" if note else ""),
         "",
         "Each file is one honest, numerically correct `solution.py` written in an idiom real projects "
         "and strong coding models use (tests/honest/<task>/), named after that idiom. *Policy*: the static "
@@ -223,12 +251,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--manifest", action="store_true", help="print today's outcomes as manifest lines")
     parser.add_argument("--note", default="", help="a sentence for the report's header (where it ran, ...)")
+    parser.add_argument("--policy-at", metavar="REV", help="score with the policy of this git revision")
+    parser.add_argument("--reuse", type=Path, metavar="JSON",
+                        help="keep the evaluations of an earlier run's JSON; recompute only the policy's verdicts")
     args = parser.parse_args(argv)
     t0, before = time.monotonic(), tree_state()
-    rows = measure(args.backend, args.mode, args.seed, args.jobs, args.only)
+    reuse = {row["file"]: row for row in json.loads(args.reuse.read_text())} if args.reuse else None
+    rows = measure(args.backend, args.mode, args.seed, args.jobs, args.only, policy_at(args.policy_at), reuse)
     after = tree_state()
     tree = before if after == before else f"{before} at the start and {after} at the end"
-    text = report(rows, args.backend, args.mode, args.seed, time.monotonic() - t0, tree, args.note)
+    if args.policy_at:
+        tree += f"; the policy's verdicts from `d2k_env/evaluator/policy.py` at {args.policy_at}"
+    if reuse is not None:
+        tree += f"; evaluations (correct, reward if accepted) reused from `{args.reuse.name}`"
+    text = report(rows, args.backend, args.mode, args.seed, None if reuse else time.monotonic() - t0, tree,
+                  args.note)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"honest-corpus-{datetime.date.today().isoformat()}" + ("" if args.backend == "interpreter" else
                                                                      f"-{args.backend}")
