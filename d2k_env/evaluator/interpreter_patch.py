@@ -277,9 +277,10 @@ def _patch_host_args(stock_init_args_hst, memory: _BoundsCheckedMemory):
 # @triton.autotune with several configs (it benchmarks through a GPU driver: "0 active drivers"),
 # a bool kernel argument (converted to an int32 array typed int1, which fails), libdevice functions
 # (the interpreter implements no extern_elementwise, and `from triton.language.extra.libdevice
-# import rsqrt` binds a stub whose body is `...`, so it returns None), and `torch.cuda.device(...)`
-# contexts and device-property queries on the CPU tensors the interpreter runs on. The functions
-# below make each of them run, and answer device queries as for the GPU the tasks target.
+# import rsqrt` binds a stub whose body is `...`, so it returns None), `torch.cuda.device(...)`
+# contexts and device-property queries on the CPU tensors the interpreter runs on, and methods of
+# loop induction variables (`row.to(tl.int64)`: Python ints there, tensors on the GPU). The
+# functions below make each of them run, and answer device queries as for the H200 the tasks target.
 
 # torch.cuda.get_device_properties(0) on the H200 the tasks are timed on (torch 2.11, CUDA 13.0).
 H200_PROPERTIES = {
