@@ -44,7 +44,7 @@ def test_references_pass(task_id):
     ("from torch import *\ndef forward(x):\n    k[(1,)](x)\n    return x\n", "forbidden-import"),
     ("from . import sibling\ndef forward(x):\n    k[(1,)](x)\n    return x\n", "forbidden-import"),
     ("def forward(x):\n    k[(1,)](x)\n    return x.__class__\n", "introspection"),
-    ("def forward(x):\n    k[(1,)](x)\n    return getattr(torch, 'rsqrt')(x)\n", "introspection"),
+    ("def forward(x):\n    k[(1,)](x)\n    return getattr(torch, 'rsqrt')(x)\n", "torch-work"),
     ("def forward(x):\n    k[(1,)](x)\n    return __import__('os')\n", "introspection"),
     ("def forward(x):\n    k[(1,)](x)\n    open('/tmp/x', 'w')\n    return x\n", "introspection"),
     ("def forward(x):\n    k[(1,)](x)\n    return eval('x')\n", "introspection"),
@@ -53,13 +53,10 @@ def test_references_pass(task_id):
      "tampering"),
     ("def forward(x)\n    return x\n", "syntax"),
     ("import enum\ndef forward(x):\n    k[(1,)](x)\n    return x\n", "forbidden-import"),
-    ("from functools import lru_cache\ndef forward(x):\n    k[(1,)](x)\n    return x\n", "forbidden-import"),
     ("import functools\ndef forward(x):\n    functools.update_wrapper(x, x)\n    k[(1,)](x)\n    return x\n",
      "forbidden-import"),
     ("def forward(x):\n    k[(1,)](x)\n    s = (t := torch).cuda.Stream()\n    return x\n", "introspection"),
     ("def forward(x, t=torch):\n    k[(1,)](x)\n    return x\n", "introspection"),
-    ("CACHE = {}\ndef forward(x):\n    k[(1,)](x)\n    CACHE[x.data_ptr()] = x\n    return x\n", "hidden-state"),
-    ("SEEN = []\ndef forward(x):\n    k[(1,)](x)\n    SEEN.append(x)\n    return x\n", "hidden-state"),
     ("STATE = {}\n@triton.jit\ndef k2(p):\n    STATE.get(0)\ndef forward(x):\n    k2[(1,)](x)\n    return x\n",
      "torch-work"),
 ])
@@ -133,7 +130,6 @@ LAUNCH = "def forward(x):\n    k[(1,)](x)\n    return x\n"
     ("def forward(x, _cache={}):\n    k[(1,)](x)\n    _cache[0] = x\n    return x\n", "hidden-state", 1),
     ("def forward(x, seen=[]):\n    k[(1,)](x)\n    return x\n", "hidden-state", 1),
     ("def forward(x, buf=torch.empty(1)):\n    k[(1,)](x)\n    return x\n", "hidden-state", 1),
-    ("CACHE = {}\ndef forward(x):\n    k[(1,)](x)\n    c = CACHE\n    c[0] = x\n    return x\n", "hidden-state", 4),
     # [module-rebinding]
     ("def _abs(tl):\n    return tl.abs()\ndef forward(x):\n    k[(1,)](x)\n    return _abs(x)\n", "module-rebinding", 1),
     ("def forward(x):\n    k[(1,)](x)\n    for triton in [x]:\n        pass\n    return x\n", "module-rebinding", 3),
@@ -232,9 +228,7 @@ def test_honest_files_have_no_violations(path):
      "def forward(x):\n    k2[(1,)](x, x)\n    return x\n", "torch-work", 3),
     # [hidden-state]: nothing but pure helpers runs at import (no module-level tensors), nested containers
     ("_STATE = torch.zeros(16)\ndef forward(x):\n    k[(1,)](_STATE.view(-1))\n    return x\n", "hidden-state", 1),
-    ("def _make():\n    return torch.zeros(16)\n_STATE = _make()\n" + LAUNCH, "hidden-state", 3),
     ("_L = list(map(lambda i: torch.zeros(1), [0]))\n" + LAUNCH, "hidden-state", 1),
-    ("_L = [[]]\ndef forward(x):\n    _L[0].append(x)\n    k[(1,)](x)\n    return x\n", "hidden-state", 3),
     # module constants are constant expressions: a tensor (or a rebound builtin's result) is not one
     ("X = torch.empty(1)\n@triton.jit\ndef k2(p):\n    tl.store(p, X)\ndef forward(x):\n    k2[(1,)](x)\n    return x\n",
      "torch-work", 4),
@@ -381,8 +375,6 @@ LAUNCH = "def forward(x):\n    k[(1,)](x)\n    return x\n"
      "hidden-state", 2),
     ("import functools\n_P = functools.partial(max, [])\n" + LAUNCH, "hidden-state", 2),
     ("import functools\n_L = []\n_P = functools.partial(max, _L)\n" + LAUNCH, "hidden-state", 3),
-    ("SEEN = set()\ndef forward(x):\n    SEEN.symmetric_difference_update({1})\n    k[(1,)](x)\n    return x\n",
-     "hidden-state", 3),
     ("def body(p):\n    pass\nk2 = triton.jit(body)\n" + LAUNCH, "kernel-source", 3),
     ("J = triton.jit\n" + LAUNCH, "kernel-source", 1),
 ])
@@ -413,8 +405,6 @@ def test_holdout4_and_5_honest_idioms_pass(body):
     ("STATE = [[]]\ndef forward(x):\n    for box in STATE:\n        box += [x]\n    k[(1,)](x)\n    return x\n",
      "hidden-state", 4),
     # a tuple holds containers; a Config holds a live dict
-    ("STATE = ([],)\ndef _keep(box, x):\n    box[0].append(x)\ndef forward(x):\n    _keep(STATE, x)\n"
-     "    k[(1,)](x)\n    return x\n", "hidden-state", 5),
     ("def forward(x, memo=({},)):\n    k[(1,)](x)\n    return x\n", "hidden-state", 1),
     ("def forward(x, seen=triton.Config({})):\n    k[(1,)](x)\n    return x\n", "hidden-state", 1),
     ("CFG = triton.Config({'B': 16})\ndef forward(x):\n    book = CFG.kwargs\n    book['n'] = 1\n"
@@ -458,3 +448,41 @@ def test_policy_is_the_same_when_this_process_runs_triton_interpreted():
     proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TRITON_INTERPRET": "1"},
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+# State kept in module-level caches: the policy no longer refuses the syntax (honest code caches
+# block sizes that way); the worker finds it after forward returns (kept_state.py): a tensor still
+# held, or state that changed on a second call with the same shapes.
+RUNTIME_STATE = [
+    'CACHE = {}\ndef forward(x):\n    k[(1,)](x)\n    CACHE[x.data_ptr()] = x\n    return x\n',
+    'SEEN = []\ndef forward(x):\n    k[(1,)](x)\n    SEEN.append(x)\n    return x\n',
+    'def _make():\n    return torch.zeros(16)\n_STATE = _make()\ndef forward(x):\n    k[(1,)](x)\n    return x\n',
+    '_L = [[]]\ndef forward(x):\n    _L[0].append(x)\n    k[(1,)](x)\n    return x\n',
+    'SEEN = set()\ndef forward(x):\n    SEEN.symmetric_difference_update({1})\n    k[(1,)](x)\n    return x\n',
+]
+
+
+@pytest.mark.parametrize("body", RUNTIME_STATE)
+def test_state_in_module_caches_is_judged_at_run_time(tmp_path, body):
+    import torch
+    from d2k_env.evaluator.kept_state import kept_tensors, state_fingerprint
+    from d2k_env.evaluator.worker import load_module
+    assert "hidden-state" not in [r for r, _ in rules(body)]
+    path = tmp_path / "solution.py"  # the kernel stands in as a no-op launcher: the state is host code's
+    path.write_text("import torch\nclass _Launcher:\n    def __getitem__(self, grid):\n"
+                    "        return lambda *args: None\nk = _Launcher()\n" + body)
+    module = load_module(str(path), f"runtime_state_{abs(hash(body))}")
+    module.forward(torch.ones(3))
+    first = state_fingerprint(module)
+    module.forward(torch.ones(3))
+    assert kept_tensors(module) or state_fingerprint(module) != first
+
+
+# Changes through an alias or a parameter stay refused statically: an alias may reach into objects
+# of other modules (a Config's kwargs, a kernel's caches), which the run-time walk does not enter.
+@pytest.mark.parametrize("body", [
+    'CACHE = {}\ndef forward(x):\n    k[(1,)](x)\n    c = CACHE\n    c[0] = x\n    return x\n',
+    'STATE = ([],)\ndef _keep(box, x):\n    box[0].append(x)\ndef forward(x):\n    _keep(STATE, x)\n    k[(1,)](x)\n    return x\n',
+])
+def test_changes_through_aliases_and_parameters_are_refused(body):
+    assert "hidden-state" in [r for r, _ in rules(body)]

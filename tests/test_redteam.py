@@ -447,10 +447,10 @@ REPLAY_FIRST = Exploit("c02_replay_first_output", "merge", workloads=None)
 
 @pytest.mark.parametrize("job", [REPLAY_FIRST], ids=ids([REPLAY_FIRST]))
 def test_replay_of_the_first_output_is_refused(lab, job):
-    """Class 2: replaying an earlier call's outputs needs state kept between calls, which the policy
-    refuses ([hidden-state]); before that rule the next workload's contract caught it on the CPU."""
+    """Class 2: replaying an earlier call's outputs needs a tensor kept between calls, which the worker
+    finds after forward returns ([hidden-state] at run time; the policy no longer refuses module caches)."""
     result = lab.result(job).result
-    assert not result.correct and "[hidden-state]" in (result.error or ""), verdict(result)
+    assert not result.correct and "[hidden-state]" in verdict(result), verdict(result)
 
 
 LATE = Exploit("c15_late_corruption", "merge", workloads=None)
@@ -458,10 +458,12 @@ LATE = Exploit("c15_late_corruption", "merge", workloads=None)
 
 @pytest.mark.parametrize("job", [LATE], ids=ids([LATE]))
 def test_late_corruption_needs_a_call_counter_which_is_refused(lab, job):
-    """Class 15: being correct for k calls and wrong after needs a counter kept between calls, refused
-    statically ([hidden-state]); on the GPU the post-timing re-check ([late-corruption]) backs it up."""
+    """Class 15: being correct for k calls and wrong after needs a counter kept between calls. On the
+    interpreter (one call per workload) the wrong outputs of the later workloads fail; on the GPU the
+    module state changing on calls with the same shapes is [hidden-state] at run time, and the
+    post-timing re-check ([late-corruption]) backs it up."""
     result = lab.result(job).result
-    assert not result.correct and "[hidden-state]" in (result.error or ""), verdict(result)
+    assert not result.correct, verdict(result)
 
 
 BF16_RMS = Exploit("c09_rmsnorm_in_bf16", "rms", workloads=None)
@@ -787,11 +789,11 @@ def _cuda_eval(task: str, name: str, mode: str = "benchmark", bypass_policy: boo
     ("c18_zero_time_workload", "rms", ("[hidden-state]",)),
     ("c04_side_stream_via_walrus_alias", "rms", ("[hidden-state]",)),
 ])
-def test_gpu_stateful_exploit_is_refused_by_the_policy(name, task, markers):
+def test_gpu_stateful_exploit_is_refused(name, task, markers):
     """Replaying outputs, corrupting them late and side streams kept across calls all need state kept
-    between calls: the static policy refuses them before anything runs."""
+    between calls: refused before anything runs, or found after forward returns ([hidden-state])."""
     result = _cuda_eval(task, name)
-    assert not result.correct and result.error and names_one_of(result.error, markers), verdict(result)
+    assert not result.correct and names_one_of(verdict(result), markers), verdict(result)
 
 
 @pytest.mark.gpu

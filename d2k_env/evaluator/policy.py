@@ -81,15 +81,34 @@ from dataclasses import dataclass
 
 import torch
 import triton.language as _tl
+import triton.runtime.autotuner as _autotuner
 import triton.runtime.interpreter as _interpreter
+import triton.runtime.jit as _jit
 
 from d2k_env.evaluator.source_text import text_problems, tokenizer_lines
 
 # Few and small on purpose: pure helper modules re-export escape hatches (enum.bltns is builtins,
 # operator.attrgetter takes dunder names as strings, functools.update_wrapper sets attributes,
 # functools.lru_cache replays outputs keyed by argument identity).
-ALLOWED_MODULES = frozenset({"torch", "triton", "math", "itertools", "functools", "__future__"})
-RESTRICTED_MODULE_NAMES = {"functools": frozenset({"partial", "reduce"})}
+def _is_dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
+ALLOWED_MODULES = frozenset({"torch", "triton", "math", "itertools", "functools", "__future__", "typing",
+                             "dataclasses", "logging", "warnings"})
+# What honest kernels use of the standard library, no more: annotations (not get_type_hints or
+# ForwardRef, which evaluate strings), frozen records, a module logger (no handlers, files or
+# configuration), warnings, and functools' caches (what they hold is checked at run time: no
+# tensor, and nothing that changes with calls; see kept_state.py).
+RESTRICTED_MODULE_NAMES = {
+    "functools": frozenset({"partial", "reduce", "lru_cache", "cache", "wraps"}),
+    "typing": frozenset({"Any", "Callable", "ClassVar", "Dict", "Final", "FrozenSet", "Iterable", "Iterator",
+                         "List", "Literal", "Mapping", "NamedTuple", "Optional", "Sequence", "Set", "Tuple", "Type",
+                         "TypeVar", "Union", "cast", "overload", "TYPE_CHECKING"}),
+    "dataclasses": frozenset({"dataclass", "field", "fields", "replace", "asdict", "astuple"}),
+    "logging": frozenset({"getLogger", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "Logger"}),
+    "warnings": frozenset({"warn"}),
+}
 # Builtins a Triton kernel body may name (the interpreter runs bodies as Python: anything else
 # reachable from a kernel could do the work outside Triton).
 KERNEL_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "isinstance",
@@ -98,9 +117,10 @@ KERNEL_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool
 MUTATING_METHODS = frozenset({"append", "extend", "insert", "update", "setdefault", "pop", "popitem", "clear",
                               "add", "discard", "remove", "sort", "reverse", "difference_update",
                               "intersection_update", "symmetric_difference_update"})
-# The methods host code may call on a module-level container (or an item of one): reads only.
-READ_ONLY_METHODS = frozenset({"get", "keys", "values", "items", "index", "count", "copy", "format", "join",
-                               "startswith", "endswith", "lower", "upper", "strip", "split"})
+# A kernel object's own API (JITFunction, Autotuner, Heuristics): hooks, warm-ups, caches. Host
+# code launches kernels; it never calls these on one.
+KERNEL_OBJECT_API = frozenset(n for cls in (_jit.JITFunction, _autotuner.Autotuner, _autotuner.Heuristics)
+                              for n in dir(cls) if not _is_dunder(n))
 
 # Attribute names that lead out of the sandbox whatever object they hang off: interpreter frames
 # and code objects (a frame walk reaches the harness), and modules that other modules re-export
@@ -124,7 +144,11 @@ ALWAYS_ALLOWED_TORCH = frozenset({
     "float8_e4m3fnuz", "float8_e5m2fnuz", "int8", "uint8", "int16", "int32", "int", "int64", "long", "bool",
     "cuda.get_device_properties", "cuda.current_device", "cuda.device_count", "cuda.is_available",
     "cuda.get_device_capability",
+    # No device work, whatever the arguments: a device context, autograd switches, version strings.
+    "cuda.device", "no_grad", "inference_mode", "version",
 })
+# torch names allowed with everything under them (torch.version.cuda.split(".")).
+TORCH_ALLOWED_PREFIXES = frozenset({"version"})
 
 # Tensor methods host code may call: views, reshapes and shape/layout queries. Every other
 # method torch.Tensor has computes, copies, synchronises or mutates.
@@ -133,6 +157,7 @@ ALLOWED_TENSOR_METHODS = frozenset({
     "numel", "nelement", "element_size", "data_ptr", "storage_offset", "get_device", "unsqueeze", "squeeze",
     "flatten", "unflatten", "transpose", "permute", "t", "expand", "expand_as", "as_strided", "narrow", "select",
     "unbind", "chunk", "split", "movedim", "new_empty", "new_empty_strided", "is_floating_point",
+    "to",  # a .to() that changes nothing dispatches nothing; one that copies is [torch-work] at run time
 })
 TENSOR_METHODS = frozenset(n for n in dir(torch.Tensor) if not n.startswith("__"))
 
@@ -163,15 +188,17 @@ ALLOWED_BUILTINS = frozenset({
     "enumerate", "filter", "float", "format", "frozenset", "hasattr", "hex", "int", "isinstance",
     "issubclass", "iter", "len", "list", "map", "max", "min", "next", "oct", "ord", "pow", "print", "range",
     "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip", "Ellipsis",
-    "NotImplemented", "True", "False", "None",
+    "NotImplemented", "True", "False", "None", "staticmethod", "property",
 } | {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)})
 MODULE_GLOBALS = frozenset({"__name__"})  # module globals (not builtins) a solution may read
+MODULE_DUNDERS_BOUND = frozenset({"__all__"})  # module dunders a solution may bind: inert lists of names
 
 # Attributes host code may read off a tensor without calling them (besides ALLOWED_TENSOR_METHODS):
 # read-only metadata.
 ALLOWED_TENSOR_ATTRIBUTES = frozenset({
     "shape", "dtype", "device", "ndim", "is_cuda", "is_cpu", "is_meta", "layout", "itemsize", "nbytes", "T", "mT",
     "requires_grad", "is_leaf",
+    "type", "index",  # read, not called: device.type and device.index (a call of .type() converts, and is refused)
 })
 # Attributes host code may never name, whatever the object (and any _private attribute): host
 # access to a tensor's memory (numpy views, lists, storages and their file I/O), autograd state,
@@ -204,7 +231,9 @@ MODULE_LEVEL_CALLS = frozenset({
     "triton.jit", "triton.autotune", "triton.heuristics", "triton.Config", "triton.cdiv", "triton.next_power_of_2",
     "torch.finfo", "torch.iinfo", "torch.device", "torch.cuda.get_device_properties",
     "torch.cuda.get_device_capability", "torch.cuda.current_device", "torch.cuda.device_count",
-    "torch.cuda.is_available", "functools.partial", "functools.reduce",
+    "torch.cuda.is_available", "torch.no_grad", "torch.inference_mode", "functools.partial", "functools.reduce", "functools.lru_cache", "functools.cache",
+    "functools.wraps", "dataclasses.dataclass", "dataclasses.field", "logging.getLogger", "typing.TypeVar",
+    "typing.cast",
 })
 # Builtins a module constant may be computed with (float('inf'), int(1e6), max(1, 2), ...).
 CONSTANT_BUILTINS = frozenset({"float", "int", "bool", "abs", "min", "max", "round", "pow", "complex"})
@@ -236,10 +265,6 @@ def _dotted(node: ast.AST) -> str | None:
         parts.append(node.id)
         return ".".join(reversed(parts))
     return None
-
-
-def _is_dunder(name: str) -> bool:
-    return name.startswith("__") and name.endswith("__")
 
 
 _MISSING = object()
@@ -482,7 +507,7 @@ class _Checker(ast.NodeVisitor):
             self.flag("torch-work", node, f"{full} inside a @triton.jit kernel is not allowed")
             return
         rel = full[len("torch."):] if full != "torch" else ""
-        if rel and rel not in self.allowed_torch:
+        if rel and rel not in self.allowed_torch and rel.split(".")[0] not in TORCH_ALLOWED_PREFIXES:
             self.flag("torch-work", node, f"torch.{rel} is not allowed in host code; the work must be done by "
                                           f"Triton kernels (allowed here: {', '.join(sorted(self.allowed_torch))})")
 
@@ -609,11 +634,11 @@ class _Checker(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, (ast.Store, ast.Del)) and node.id in self.protected:
             self._rebinding(node.id, node)
-        if isinstance(node.ctx, (ast.Store, ast.Del)) and _is_dunder(node.id):
+        if isinstance(node.ctx, (ast.Store, ast.Del)) and _is_dunder(node.id) and node.id not in MODULE_DUNDERS_BOUND:
             self._dunder_store(node.id, node)
         if node.id in FORBIDDEN_BUILTINS and node.id not in self.aliases:
             self.flag("introspection", node, f"the builtin {node.id!r} is not allowed")
-        elif _is_dunder(node.id) and node.id not in MODULE_GLOBALS:
+        elif _is_dunder(node.id) and node.id not in MODULE_GLOBALS | MODULE_DUNDERS_BOUND:
             self.flag("introspection", node, f"{node.id!r} is not allowed")
         else:
             full = self._resolve(node.id)
@@ -629,23 +654,6 @@ class _Checker(ast.NodeVisitor):
                 self._check_kernel_name(node.id, node)
                 if node.id in self.aliases:
                     self._check_kernel_math(full, node)
-            if self.scope_locals is not None and isinstance(node.ctx, ast.Load) and \
-                    node.id in self.mutable_globals and node.id not in self.scope_locals:
-                self._bare_mutable_global(node)
-
-    def _bare_mutable_global(self, node: ast.Name) -> None:
-        parent = getattr(node, "_d2k_parent", None)
-        # Reading an item (CONFIGS[key]) or calling a method is covered by the other rules; an alias
-        # (c = CACHE) or passing the object on would let a local name keep state between calls.
-        if isinstance(parent, (ast.Subscript, ast.Attribute)) and parent.value is node:
-            return
-        if isinstance(parent, ast.Call) and (parent.func is node or (isinstance(parent.func, ast.Name) and
-                                                                    parent.func.id in ("len", "sorted", "tuple"))):
-            return
-        if isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is node or isinstance(parent, ast.Compare):
-            return  # iterating over it, or testing membership, reads it
-        self.flag("hidden-state", node, f"{node.id!r} is a module-level container or object: host code may "
-                                        "only read items of it, not alias or pass it (state between calls)")
 
     def _rebinding(self, name: str, node: ast.AST) -> None:
         self.flag("module-rebinding", node, f"{name!r} names an imported module or object (or tl/triton/torch/"
@@ -671,11 +679,26 @@ class _Checker(ast.NodeVisitor):
             return
         if isinstance(target, ast.Name) and target.id in self.fresh_locals:
             return
+        if self._module_cache(target):
+            return  # what a module-level cache keeps is judged at run time (kept_state.py)
         what = target.id if isinstance(target, ast.Name) else (_dotted(target) or ast.unparse(target))[:60]
         self.flag("hidden-state", node, f"{what!r} is not a list, dict or set this call made: host code may "
                                         "change only containers it makes itself, not parameters, items, "
                                         "attributes or aliases of module objects (state between calls); a "
                                         "tensor is changed by a kernel")
+
+    def _module_cache(self, target: ast.AST) -> bool:
+        """Whether ``target`` is a module-level container named as such, or an item of one (``CACHE``,
+        ``CACHE[key]``): never a parameter, an attribute, a kernel or a local alias (``memo =
+        CACHE.get(k)``, ``book = CONFIG.kwargs``: an alias may reach into objects of other modules,
+        which the run-time walk does not enter). The worker checks after every call that no such
+        cache holds a tensor and that none changed on a call with shapes already seen: a cache keyed
+        by shape passes, a replay or a counter does not."""
+        root = target
+        while isinstance(root, ast.Subscript):
+            root = root.value
+        return isinstance(root, ast.Name) and root.id in self.mutable_globals and \
+            root.id not in self.scope_locals | self.kernel_names
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if isinstance(node.ctx, (ast.Store, ast.Del)):
@@ -689,6 +712,13 @@ class _Checker(ast.NodeVisitor):
                 self.flag("torch-work", node, "item assignment inside a @triton.jit kernel is not allowed (Triton "
                                               "tensors have none; write results with tl.store)")
         self.generic_visit(node)
+
+    def _literal_getattr(self, node: ast.Call) -> bool:
+        """``getattr`` (the builtin, not rebound) with a string literal for the name, 2 or 3 arguments."""
+        return isinstance(node.func, ast.Name) and node.func.id == "getattr" and "getattr" not in self.aliases \
+            and "getattr" not in self.module_bound and not node.keywords and 2 <= len(node.args) <= 3 \
+            and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str) \
+            and node.args[1].value.isidentifier() and not any(isinstance(a, ast.Starred) for a in node.args)
 
     def _module_base(self, node: ast.AST) -> bool:
         """Whether an attribute's base is an imported module (tl.load, libdevice.exp, math.sqrt)."""
@@ -715,17 +745,25 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
+        if self._literal_getattr(node):
+            # getattr(obj, "name"[, default]) is obj.name with a fallback: checked as that attribute.
+            attribute = ast.copy_location(ast.Attribute(value=node.args[0], attr=node.args[1].value, ctx=ast.Load()),
+                                          node)
+            attribute._d2k_parent = node
+            self.visit(attribute)
+            for default in node.args[2:]:
+                self.visit(default)
+            return
         if isinstance(func, ast.Attribute) and self.scope_locals is not None and not self.in_kernel:
             root = func.value
             while isinstance(root, (ast.Subscript, ast.Attribute, ast.Call)):  # CACHE.get(k).append(v)
                 root = root.func if isinstance(root, ast.Call) else root.value
             kept = isinstance(root, ast.Name) and (root.id in self.tainted_locals or (
                 root.id in self.mutable_globals and root.id not in self.scope_locals))
-            if kept and func.attr not in READ_ONLY_METHODS:
-                self.flag("hidden-state", node, f"{root.id!r} is, or may hold, a module-level container or "
-                                                f"kernel: host code may only read it, not call .{func.attr}() "
-                                                "on it (state between calls)")
-            elif not kept and func.attr in MUTATING_METHODS:
+            if kept and func.attr in KERNEL_OBJECT_API:
+                self.flag("hidden-state", node, f"{root.id!r} may hold a kernel: host code may launch it "
+                                                f"(kernel[grid](...)), not call .{func.attr}() on it")
+            elif func.attr in MUTATING_METHODS:
                 self._check_state(func.value, node)
         if self.in_kernel:
             self._check_kernel_call(node)
@@ -804,12 +842,38 @@ class _Checker(ast.NodeVisitor):
     visit_TryStar = visit_Try
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self.flag("class-definition", node, "class definitions are not allowed: Triton kernels and plain "
-                                            "functions are all a solution needs (methods such as __getattr__, "
-                                            "__bool__ or __len__ would run host code inside a launch)")
+        problem = self._record_class_problem(node)
+        if problem:
+            self.flag("class-definition", node, f"only records may be defined (a @dataclass, or a typing.NamedTuple "
+                                                f"subclass, of fields and plain methods): {problem}; a dunder "
+                                                "method (__getattr__, __bool__, __del__, ...) would run host code "
+                                                "where the harness does not look")
         if node.name in self.protected:
             self._rebinding(node.name, node)
         self.generic_visit(node)
+
+    def _record_class_problem(self, node: ast.ClassDef) -> str | None:
+        """Why a class is not a plain record, or None: decorated only with dataclasses.dataclass (then no
+        bases) or a typing.NamedTuple subclass (then no decorators), no keywords (a metaclass), and a
+        body of a docstring, fields and methods, none of them dunders."""
+        decorators = [_resolve_with(self.aliases, _dotted(d.func if isinstance(d, ast.Call) else d) or "?")
+                      for d in node.decorator_list]
+        bases = [_resolve_with(self.aliases, _dotted(b) or "?") for b in node.bases]
+        if node.keywords:
+            return "no class keywords (metaclass=...)"
+        if not ((decorators and set(decorators) == {"dataclasses.dataclass"} and not bases) or
+                (not decorators and bases == ["typing.NamedTuple"])):
+            return f"decorators {decorators or 'none'} and bases {bases or 'none'}"
+        for stmt in node.body:
+            names = [t.id for t in stmt.targets if isinstance(t, ast.Name)] if isinstance(stmt, ast.Assign) else \
+                [stmt.target.id] if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) else \
+                [stmt.name] if isinstance(stmt, ast.FunctionDef) else []
+            docstring = isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+            if not (docstring or isinstance(stmt, ast.Pass) or names) or any(_is_dunder(n) for n in names):
+                return f"line {stmt.lineno} is not a field or a plain method"
+            if isinstance(stmt, ast.Assign) and len(names) != len(stmt.targets):
+                return f"line {stmt.lineno} assigns to something other than a name"
+        return None
 
     def _check_args(self, args: ast.arguments) -> None:
         for p in args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]:
@@ -818,8 +882,7 @@ class _Checker(ast.NodeVisitor):
             elif _is_dunder(p.arg) or p.arg in FORBIDDEN_BUILTINS:
                 self.flag("introspection", p, f"the parameter name {p.arg!r} is not allowed")
         for default in args.defaults + [d for d in args.kw_defaults if d is not None]:
-            if _is_mutable_value(default, self.all_aliases) or \
-                    (isinstance(default, ast.Name) and default.id in self.mutable_globals):
+            if _is_mutable_value(default, self.all_aliases):  # a module-level name: judged at run time
                 self.flag("hidden-state", default, "a mutable default argument (a list, dict, set, object or call "
                                                    "result) keeps state between calls; use None or a constant")
 
@@ -1238,10 +1301,16 @@ def _module_level_calls(tree: ast.Module, aliases: dict[str, str], bound: set[st
     configurations: a tensor or object made at import (torch.empty at module level, a helper's result)
     would keep state between calls, and a kernel could update it on the device."""
     out: list[Violation] = []
+    # The file's own functions and classes: their bodies are host code under every rule here, and
+    # what they leave in the module is checked at run time (kept_state.py): a helper building the
+    # autotune configs, a frozen dataclass instance of defaults.
+    own = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
 
     def allowed(func: ast.AST) -> str | None:
         """None when the call may run at import, else the callee's name."""
         if isinstance(func, ast.Name) and func.id not in aliases:
+            if func.id in own:
+                return None
             return None if func.id in MODULE_LEVEL_BUILTINS and func.id not in bound else func.id
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Constant):
             return None  # ", ".join(...), "{}".format(...)
@@ -1251,7 +1320,7 @@ def _module_level_calls(tree: ast.Module, aliases: dict[str, str], bound: set[st
         if dotted.split(".")[0] not in aliases:
             return dotted
         full = _resolve_with(aliases, dotted)
-        if full in MODULE_LEVEL_CALLS or full in _CONSTANT_FUNCTIONS or \
+        if full in MODULE_LEVEL_CALLS or full in _CONSTANT_FUNCTIONS or full.startswith("torch.version.") or \
                 full.split(".")[0] in ("math", "itertools") or full.startswith(TRITON_LANGUAGE + "."):
             return None
         return full
