@@ -230,10 +230,10 @@ def test_gpu_reference_still_correct_after_exploits():
 
 # The GPU-only exploits again with the static policy bypassed: the runtime layer alone must score them 0.
 GPU_RUNTIME_CASES = {
-    "h02_c02_default_arg_replay.py": ("[late-corruption]", None),  # replay keyed by input pointers
+    "h02_c02_default_arg_replay.py": ("[hidden-state]", None),  # replay keyed by input pointers: kept tensors
     "h14_c05_replace_time_pair.py": ("[tampering]", None),
     "h34_c04_side_stream_gpu.py": ("[side-stream]", None),
-    "h35_c15_late_corruption_counter_gpu.py": ("[late-corruption]", None),
+    "h35_c15_late_corruption_counter_gpu.py": ("[hidden-state]", None),  # a counter: state changes with calls
     "h37_c17_cuda_graph_replay_gpu.py": (None, None),
     "h38_c18_launch_bound_replay_gpu.py": ("[late-corruption]", None),
     # Earned 16.9x on the H200 (2026-12-01) through the stream's access-policy window, which slowed the

@@ -787,7 +787,7 @@ def _cuda_eval(task: str, name: str, mode: str = "benchmark", bypass_policy: boo
     ("c02_replay_by_pointer", "rms", ("[hidden-state]",)),
     ("c15_late_corruption", "merge", ("[hidden-state]",)),
     ("c18_zero_time_workload", "rms", ("[hidden-state]",)),
-    ("c04_side_stream_via_walrus_alias", "rms", ("[hidden-state]",)),
+    ("c04_side_stream_via_walrus_alias", "rms", ("[hidden-state]", "[introspection]", "[torch-work]")),
 ])
 def test_gpu_stateful_exploit_is_refused(name, task, markers):
     """Replaying outputs, corrupting them late and side streams kept across calls all need state kept
@@ -798,17 +798,19 @@ def test_gpu_stateful_exploit_is_refused(name, task, markers):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name, task, markers", [
-    ("c02_replay_by_shape", "rms", ("[late-corruption]",)),
-    ("c02_replay_by_pointer", "rms", ("[no-kernel]", "[late-corruption]")),
-    ("c15_late_corruption", "merge", ("[late-corruption]",)),
-    ("c18_zero_time_workload", "rms", ("[no-kernel]",)),
-    ("c04_side_stream_via_walrus_alias", "rms", ("[side-stream]",)),
+    ("c02_replay_by_shape", "rms", ("[hidden-state]", "[late-corruption]")),
+    ("c02_replay_by_pointer", "rms", ("[hidden-state]", "[no-kernel]", "[late-corruption]")),
+    ("c15_late_corruption", "merge", ("[hidden-state]", "[late-corruption]")),
+    ("c18_zero_time_workload", "rms", ("[hidden-state]", "[no-kernel]")),
+    ("c04_side_stream_via_walrus_alias", "rms", ("[hidden-state]", "[side-stream]")),
     ("c16_l2_persistence", "rms", ("[l2-persistence]",)),
 ])
 def test_gpu_stateful_exploit_is_caught_at_runtime_behind_the_policy(name, task, markers):
     """The same exploits with the static policy bypassed: the runtime layer alone must score them 0.
-    Replays are timed calls that launch none of the solution's kernels ([no-kernel]) or return stale
-    outputs on fresh values ([late-corruption]); a kernel on a side stream is refused at launch; a
+    A replay keeps a tensor, and a counter changes the module's state on same-shape calls
+    ([hidden-state] after forward returns, the first rule to see them since 2026-12-01); behind
+    that, replays are timed calls that launch none of the solution's kernels ([no-kernel]) or return
+    stale outputs on fresh values ([late-corruption]); a kernel on a side stream is refused at launch; a
     persisting-L2 set-aside is seen at the solution's launches ([l2-persistence])
     (H200, 2026-12-01: benchmarks/results/gpu-tests-2026-12-01.md)."""
     result = _cuda_eval(task, name, bypass_policy=True)
