@@ -29,6 +29,20 @@ def workload_table(task: Task, workloads: list[Workload]) -> str:
     return "\n".join(rows)
 
 
+# What the policy and the sandbox allow, in a few lines (README's security section has the rules).
+CAPABILITIES = (
+    "Ordinary Python is fine: typing annotations, @dataclass and NamedTuple records, "
+    "logging.getLogger(__name__), warnings.warn, functools.lru_cache, module-level caches of plain values "
+    "(block sizes keyed by shape or device), helpers that build autotune configs, @triton.autotune and "
+    "@triton.heuristics, getattr with a literal name, torch.cuda.device contexts and device queries. "
+    "Not allowed: files, the environment, processes, threads, the network (os, sys, subprocess, threading, "
+    "ctypes, importlib, inspect, gc, pickle, open, eval/exec), dunder and frame attributes, torch compute "
+    "outside your kernels (only allocation, views and metadata), streams, events and CUDA graphs, tensors "
+    "kept between calls, and state that changes from call to call. Every evaluation runs in a sandbox: "
+    "it can write only its own scratch directory."
+)
+
+
 def build_prompt(task: Task, layers: tuple[str, ...], baseline_source: str, backend: str,
                  max_steps: int, reward_note: str) -> str:
     shown = ", ".join(layers) if layers else "none"
@@ -43,6 +57,7 @@ def build_prompt(task: Task, layers: tuple[str, ...], baseline_source: str, back
         f"outputs ({', '.join(task.outputs)}) with the same dtypes, shapes and device, as new tensors. "
         "The work must be done by @triton.jit kernels defined in solution.py; use torch only to allocate "
         "outputs and query shapes. Do not modify the inputs.",
+        "## What solution.py may and may not do\n" + CAPABILITIES,
         "## Workloads (timed on the GPU)\n" + workload_table(task, task.workloads),
         "## Smoke workloads (checked on the CPU interpreter backend)\n" + workload_table(task, task.smoke_workloads),
         *(["## Held-out shapes (checked on submit, never timed)\nforward must be correct for " + task.heldout_shapes

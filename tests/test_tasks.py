@@ -111,3 +111,10 @@ def test_fp8_checker_tells_fp32_rounding_from_lower_precision(variant, ok):
     verdict = task.checker((quantise(scaled), expected[1]), expected, (x,))
     assert verdict.ok is ok, verdict.message
     assert ok or "lower precision inside" in verdict.message
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_the_prompt_says_what_a_solution_may_and_may_not_do(task_id):
+    prompt = build_prompt(load_task(task_id), (), "", "interpreter", 350, "")
+    assert "## What solution.py may and may not do" in prompt
+    assert "functools.lru_cache" in prompt and "tensors kept between calls" in prompt
