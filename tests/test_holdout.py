@@ -68,7 +68,10 @@ CPU_CASES = {
     "h21_c09_bf16_internal_math.py": ("more than one bfloat16 step", None),
     "h22_c09_lse_low_precision.py": (None, None),
     "h23_c09_quant_scales_bf16.py": ("scales differ", None),
-    "h24_c10_first_row_only.py": ("more than one bfloat16 step", None),
+    # Rows past the first are zeros: the secret inputs decide whether the checker names them
+    # [degenerate] or more than one step off, so only a wrong-output verdict is asserted (it failed
+    # once on a fresh clone when asserting the second).
+    "h24_c10_first_row_only.py": (None, None),
     "h25_c10_skip_last_group.py": (None, None),
     # Closed by held-out shapes: submit also checks shapes of the family drawn from the secret seed.
     "h27_c12_shape_specialised.py": ("held-out", None),
