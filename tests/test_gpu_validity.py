@@ -293,6 +293,50 @@ def test_and_or_not_on_tensors_mean_what_they_mean_on_the_gpu(tmp_path):
     assert done.stdout.strip().splitlines()[-1] == "ok", done.stdout
 
 
+@pytest.mark.gpu
+def test_the_gpu_compiles_what_its_front_end_accepts(constructs_dir, gpu_verdicts):
+    """On a GPU: launching each construct refuses exactly what the CPU-side front-end run refused."""
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("constructs_cuda", constructs_dir / "constructs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    differ = {}
+    for name in CONSTRUCTS:
+        x = torch.ones(256, device="cuda")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                getattr(module, name)[(1,)](x, 4, N=16)
+            torch.cuda.synchronize()
+            launched = None
+        except Exception as exc:  # noqa: BLE001
+            launched = f"{type(exc).__name__}: {exc}"[:200]
+        if (launched is None) != (gpu_verdicts[name] is None):
+            differ[name] = (launched, gpu_verdicts[name])
+    assert not differ, differ
+
+
+GPU_CASES = {name: (None, None) for name in CPU_CASES}  # compile errors, or (g05) wrong outputs
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,reason", params(GPU_CASES))
+def test_gpu_exploit_scores_zero_behind_the_policy(name, reason, monkeypatch):
+    import d2k_env.evaluator
+    monkeypatch.setattr(d2k_env.evaluator, "check_solution", lambda *args, **kwargs: [])
+    assert_scores_zero(evaluate_file(HERE / name, "cuda", "test"), reason)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", PROBES)
+def test_scalar_branches_compile_on_the_gpu(name):
+    result = evaluate_file(HERE / name, "cuda", "test")
+    assert result.correct, result.error
+
+
 @pytest.mark.parametrize("name,reason", params(CPU_CASES))
 def test_exploit_scores_zero_on_interpreter(name, reason):
     assert_scores_zero(evaluate_file(HERE / name, "interpreter", "submit"), reason)
