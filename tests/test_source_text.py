@@ -25,8 +25,8 @@ import pytest
 
 import d2k_env.evaluator
 from d2k_env.task import load_task, task_ids
-from exploits import (assert_paid_in_full, assert_reference_still_correct, assert_scores_zero, close_evaluators,
-                      evaluate_file, params, task_of)
+from exploits import (assert_reference_still_correct, assert_scores_zero, close_evaluators, evaluate_file, params,
+                      task_of)
 
 HERE = Path(__file__).parent / "source_text"
 
@@ -74,9 +74,11 @@ def test_behind_the_policy_the_checked_kernel_runs(name, reason, no_policy):
     assert_scores_zero(evaluate_file(HERE / name, "interpreter", "submit"), reason)
 
 
-def test_behind_the_policy_the_interpreter_runs_the_real_def(no_policy):
-    # s04's checked kernel is an honest RMSNorm: the interpreter runs exactly it (and is right to pay).
-    assert_paid_in_full(HERE / "s04_c13_def_in_decorator_string.py")
+def test_behind_the_policy_a_kernel_the_gpu_would_compile_differently_is_not_paid(no_policy):
+    # The interpreter would run s04's checked kernel (an honest RMSNorm), but the GPU would compile the
+    # decorator string's function: the load-time check takes the kernel as the GPU path would, too.
+    assert_scores_zero(evaluate_file(HERE / "s04_c13_def_in_decorator_string.py", "interpreter", "submit"),
+                       "[source-text]")
 
 
 @pytest.mark.gpu

@@ -20,8 +20,9 @@ Three defences, each sufficient for the case above:
 - :func:`tokenizer_lines`: the worker gives ``linecache`` exactly the tokenizer's lines.
 - :func:`kernel_source_problem`: after the solution loads, every Triton kernel made from its file is
   compared with the text the policy checked for that function: the lines ``inspect`` returns, the
-  ``JITFunction.src`` the GPU path compiles, and the source the interpreter's rewriter will run. A
-  mismatch fails the evaluation with ``[source-text]`` before any kernel runs.
+  ``JITFunction.src`` the GPU path compiles (on the interpreter too, as the GPU would take it), and
+  the source the interpreter's rewriter will run. A mismatch fails the evaluation with
+  ``[source-text]`` before any kernel runs.
 """
 
 from __future__ import annotations
@@ -184,6 +185,15 @@ def _layer_problem(layer, lines: list[str], dedented: str, def_index: int) -> st
     rewriter = getattr(layer, "rewriter", None)
     if rewriter is None:  # Autotuner, Heuristics: their .fn is checked as the next layer
         return None
+    # The interpreter runs its own cut of the text; the GPU would compile JITFunction's. Both must be the
+    # checked one: a kernel the GPU would compile from other text is not paid for on the CPU either.
+    from triton.runtime.jit import JITFunction
+    try:
+        gpu_src = JITFunction(layer.fn).src
+    except Exception as exc:  # noqa: BLE001 - no GPU could compile it either
+        return f"cannot be taken as the GPU path takes it ({type(exc).__name__}: {exc})"[:300]
+    if gpu_src != _from_line(dedented, def_index):
+        return "differs in JITFunction.src (what the GPU compiler would take)"
     def_lineno = rewriter._find_def(lines)
     if def_lineno != def_index + 1:
         return f"starts at line {def_lineno} of its source under the interpreter, not at its def"
