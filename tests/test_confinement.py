@@ -170,3 +170,13 @@ def test_a_triton_cache_that_does_not_exist_yet_is_made_writable(tmp_path):
     assert cache.is_dir() and str(cache) in c.write and c.processes and c.memory_bytes is None
     check = sandbox.confinement_for(str(tmp_path), cache, str(tmp_path), str(tmp_path / "out"), "check", True)
     assert str(tmp_path / "out") in check.read and str(tmp_path / "out") not in check.write
+
+
+def test_a_missing_layer_is_said_at_start(monkeypatch):
+    """Where the kernel has no Landlock, the first evaluator warns, once per process."""
+    import d2k_env.evaluator as evaluator
+    monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
+    monkeypatch.setattr(evaluator, "_absent_said", False)
+    assert any(layer.startswith("Landlock (") for layer in sandbox.absent_layers())
+    with pytest.warns(RuntimeWarning, match="Landlock"):
+        Evaluator(load_task("fused_add_rmsnorm"), "interpreter").close()

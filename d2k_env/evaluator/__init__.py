@@ -13,11 +13,12 @@ import signal
 import stat
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult, derive_seed, inputs_key
 from d2k_env.evaluator.policy_service import check_solution
-from d2k_env.evaluator.sandbox import MEMORY_LIMIT, PhaseLimits, WorkerOutcome, run_worker
+from d2k_env.evaluator.sandbox import MEMORY_LIMIT, PhaseLimits, WorkerOutcome, absent_layers, run_worker
 from d2k_env.task import GUIDANCE_LAYERS, Task
 
 BACKENDS = ("auto", "cuda", "interpreter")
@@ -54,6 +55,7 @@ class Evaluator:
         self.limits = limits or PhaseLimits()
         self.time_budget_s = time_budget_s
         self.ceilings: dict[str, float] | None = None
+        _say_absent_layers()
 
     @property
     def can_time(self) -> bool:
@@ -147,6 +149,19 @@ class Evaluator:
     def close(self) -> None:
         if self._own_cache is not None:
             self._own_cache.cleanup()
+
+
+_absent_said = False
+
+
+def _say_absent_layers() -> None:
+    """Once per process, at the first evaluator: the sandbox layers this machine lacks."""
+    global _absent_said
+    if not _absent_said:
+        _absent_said = True
+        for layer in absent_layers():
+            warnings.warn(f"d2k-env sandbox: {layer}; each result's 'sandbox' names the layers that were active",
+                          RuntimeWarning, stacklevel=3)
 
 
 def _death(req: EvalRequest, outcome: WorkerOutcome) -> str:

@@ -27,6 +27,7 @@ import ctypes
 import glob
 import json
 import os
+import platform
 import resource
 import secrets
 import select
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from d2k_env.evaluator import reaper
-from d2k_env.evaluator.confine import Confinement, reachable_by_others
+from d2k_env.evaluator.confine import Confinement, landlock_abi, reachable_by_others
 from d2k_env.evaluator.protocol import EvalRequest
 
 FILE_SIZE_LIMIT = 4 * 2**30  # per file the child writes: saved outputs of the largest workloads fit
@@ -165,6 +166,18 @@ def _python_roots() -> list[str]:
         if os.path.isdir(real) and os.path.commonpath([real, project]) not in (real, project):
             roots.add(real)
     return sorted(roots)
+
+
+def absent_layers() -> list[str]:
+    """The sandbox's layers this machine cannot provide, found without starting a worker (the
+    cgroup's is known only when one is made: each result's ``sandbox`` says)."""
+    abi = landlock_abi()
+    absent = [] if abi >= 6 else [
+        "Landlock (this kernel has none: reads and writes are limited by file permissions only)" if not abi else
+        f"Landlock's signal scope (ABI {abi} < 6: a worker can signal its supervisor)"]
+    if platform.machine() != "x86_64":
+        absent.append(f"seccomp (the filter is written for x86-64, not {platform.machine()})")
+    return absent
 
 
 def confinement_for(scratch: str, triton_cache: Path, task_root: str, outputs_dir: str, role: str,
