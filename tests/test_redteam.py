@@ -598,8 +598,9 @@ FAULTS = [  # (exploit, markers)
      ("died (exit status -11 (SIGSEGV)) before reporting",)),
     (Exploit("c19_hard_exit", "rms", fault=True, limits="short", bypass_policy=True),
      ("died (exit status 0) before reporting",)),
+    # The interpreter's sandbox refuses every new process (seccomp): the fork fails in the solution.
     (Exploit("c19_fork_children", "rms", fault=True, limits="short", bypass_policy=True),
-     ("exceeded its", "before reporting")),
+     ("Operation not permitted", "exceeded its", "before reporting")),
 ]
 
 
@@ -612,8 +613,8 @@ def test_fault_is_contained_and_the_evaluator_recovers(lab, job, markers):
     assert outcome.recovery.correct, verdict(outcome.recovery)
     if job.name == "c19_output_flood":
         assert len(outcome.result.output) < 5000 and "output clipped" in outcome.result.output
-    if job.name == "c19_fork_children":
-        assert len(list((outcome.workdir / "pids").glob("*.pid"))) == 3, "the children never started"
+    if job.name == "c19_fork_children":  # refused by the sandbox: no child ever started
+        assert not list((outcome.workdir / "pids").glob("*.pid")), "a child started despite the sandbox"
 
 
 SETSID = Exploit("c19_setsid_escape", "rms", fault=True, limits="short", bypass_policy=True)
@@ -621,8 +622,11 @@ SETSID = Exploit("c19_setsid_escape", "rms", fault=True, limits="short", bypass_
 
 @pytest.mark.parametrize("job", [SETSID], ids=ids([SETSID]))
 def test_no_process_outlives_the_evaluation(lab, job):
+    """On the interpreter the sandbox refuses the fork itself (tests/test_sandbox.py tests the
+    supervisor's reaping where processes are allowed, as on the GPU)."""
     outcome = lab.result(job)
-    assert len(list((outcome.workdir / "pids").glob("*.pid"))) == 2, "the children never started"
+    assert "Operation not permitted" in verdict(outcome.result), verdict(outcome.result)
+    assert not list((outcome.workdir / "pids").glob("*.pid")), "a child started despite the sandbox"
     assert outcome.recovery.correct, verdict(outcome.recovery)
     assert not outcome.survivors, f"setsid children outlived the evaluation: {outcome.survivors}"
 
