@@ -3,7 +3,8 @@
 With ``d2k_env.evaluator.check_solution`` patched to return [] (the test-only switch the suites use
 to test what is behind the policy), every exploit file of the red-team suites (tests/redteam,
 tests/holdout, tests/holdout2..6, tests/source_text, tests/format_strings, tests/hidden_state) is
-evaluated on Triton's CPU interpreter in mode "submit", as the suites evaluate it: the task named
+evaluated on Triton's CPU interpreter (or, with --backend cuda, on the GPU with every workload of
+its task, timed) in mode "submit", as the suites evaluate it: the task named
 by the docstring ("Task: <id>", tests/exploits.py), or for tests/redteam the task, workloads and
 limits its job in tests/test_redteam.py gives; one smoke workload (tests/redteam: the task's
 smallest, or every smoke workload where that suite asks for all); @NAME@ templates filled as that
@@ -292,11 +293,12 @@ def alive(pid: int) -> bool:
 # -- the run ------------------------------------------------------------------------------------------------
 
 class Runner:
-    def __init__(self, work: Path):
+    def __init__(self, work: Path, backend: str):
         import test_redteam as tr
         from d2k_env.evaluator import PhaseLimits
 
         self.work = work
+        self.backend = backend
         self.small = tr.SMALL
         self.limits = {"normal": tr.NORMAL_LIMITS, "short": tr.SHORT_LIMITS}
         assert isinstance(self.limits["normal"], PhaseLimits)
@@ -313,7 +315,7 @@ class Runner:
             cache = self.local.evaluators = {}
         key = (task_id, limits)
         if key not in cache:
-            cache[key] = Evaluator(load_task(task_id), "interpreter", limits=self.limits[limits])
+            cache[key] = Evaluator(load_task(task_id), self.backend, limits=self.limits[limits])
             with self.lock:
                 self.all_evaluators.append(cache[key])
         return cache[key]
@@ -345,7 +347,7 @@ class Runner:
             for sub in ("tasks", "baselines", "references", "guidance"):
                 shutil.copytree(ROOT / sub, copy / sub, ignore=shutil.ignore_patterns("__pycache__"))
             task = load_task(item["task"], str(copy))
-            ev, own = Evaluator(task, "interpreter", limits=self.limits[item["limits"]]), True
+            ev, own = Evaluator(task, self.backend, limits=self.limits[item["limits"]]), True
             grading = Path(getattr(ev, "grading_root", task.root)) / "baselines" / f"{task.id}.py"
             subst["SAFE_ROOT"] = str(Path(getattr(ev, "grading_root", task.root)))
             pristine = grading.read_text()
@@ -355,7 +357,8 @@ class Runner:
         path.write_text(source)
         if ev is None:
             ev = self.evaluator(item["task"], item["limits"])
-        if item["workloads"] == "all":
+        if item["workloads"] == "all" or ev.can_time:
+            # On the GPU every workload: some payloads wait for the last (largest) one.
             workloads = None
         elif item["workloads"] == "small":
             workloads = [self.small[item["short"]]]
@@ -517,7 +520,7 @@ def report(meta: dict, rows: list[dict]) -> str:
     refused = [r for r in ran if r.get("refusals")]
     v = meta["versions"]
     out = [f"# The sandbox with the static policy off: every red-team exploit ({meta['date']})", "",
-           f"Python {v['python']}, torch {v['torch']}, Triton {v['triton']} (CPU interpreter), Linux {v['kernel']} "
+           f"Python {v['python']}, torch {v['torch']}, Triton {v['triton']} ({meta.get('backend', 'interpreter')} backend), Linux {v['kernel']} "
            f"(Landlock ABI {v['landlock_abi']}), {v['cpus']} CPU cores shared with other work, running as euid "
            f"{v['euid']}; d2k-env at {v['head']} (uncommitted in d2k_env/, tasks/, baselines/, references/ "
            f"at the start: {v['uncommitted']}).", "",
@@ -656,6 +659,8 @@ def main() -> int:
     ap.add_argument("--notes", help="a JSON file of hand-written notes: escape_notes, refusal_notes, why")
     ap.add_argument("--watch", nargs="*", default=[], help="other checkouts whose trees are hashed too")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--backend", default="interpreter", choices=("interpreter", "cuda"),
+                    help="cuda: every file gets all of its task's GPU workloads, timed")
     args = ap.parse_args()
     WATCHED_ROOTS.extend(Path(w).resolve() for w in args.watch)
 
@@ -676,17 +681,17 @@ def main() -> int:
         items = plan()
         if args.only:
             items = [i for i in items if any(s in i["key"] for s in args.only)]
-        meta = {"date": datetime.date.today().isoformat(), "versions": versions(),
-                "command": f"--jobs {args.jobs}" + (f" --only {' '.join(args.only)}" if args.only else ""),
+        meta = {"date": datetime.date.today().isoformat(), "versions": versions(), "backend": args.backend,
+                "command": f"--backend {args.backend} --jobs {args.jobs}" + (f" --only {' '.join(args.only)}" if args.only else ""),
                 "watched": [str(r) for r in WATCHED_ROOTS], "started": datetime.datetime.now().isoformat()}
         work = Path(tempfile.mkdtemp(prefix="policy-off-", dir="/var/tmp"))
-        runner = Runner(work)
+        runner = Runner(work, args.backend)
         # One honest evaluation first: a check that evaluations work here, and the supervisor (run
         # with -I, so PYTHONDONTWRITEBYTECODE does not reach it) writes confine.py's bytecode into
         # d2k_env/evaluator/__pycache__ on its first run, which is not an exploit's doing.
         from d2k_env.evaluator import Evaluator
         from d2k_env.task import load_task
-        warm = Evaluator(load_task("fused_add_rmsnorm"), "interpreter")
+        warm = Evaluator(load_task("fused_add_rmsnorm"), args.backend)
         try:
             ref = warm.evaluate(warm.task.reference_path, "submit", workloads=[warm.workloads[0].name])
             assert ref.correct, ref.error
@@ -713,7 +718,8 @@ def main() -> int:
         if args.json:
             Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     meta.update({k: v for k, v in notes.items() if k in ("escape_notes", "refusal_notes", "run_notes", "date")})
-    out = Path(args.out) / f"policy-off-{meta['date']}.md"
+    suffix = "" if meta.get("backend", "interpreter") == "interpreter" else f"-{meta['backend']}"
+    out = Path(args.out) / f"policy-off-{meta['date']}{suffix}.md"
     if not args.only:
         out.write_text(report(meta, rows))
         print(f"wrote {out}")
