@@ -10,8 +10,9 @@ an elementwise logical and for Triton, Python's ``and`` (the last operand) for t
 What the code generator refuses whatever the values, the policy refuses ([gpu-compile], exact on the
 syntax tree); what depends on the values, the patched interpreter refuses at run time with the GPU
 compiler's own message ([gpu-compile], interpreter_patch.py), and so are ``bool`` and ``abs``, which the
-code generator does not know at all: tests/test_policy.py keeps ``bool(F)`` of a constexpr among the
-policy's honest idioms, so the policy lets it through and the interpreter refuses it. ``test_cpu_refuses_what_the_gpu_refuses``
+code generator does not know at all: the policy lets them through (on a constexpr in a branch the
+compiler never visits they are harmless), and the interpreter refuses them where they run, ``bool(F)`` of
+a constexpr included, which is no honest idiom. ``test_cpu_refuses_what_the_gpu_refuses``
 checks every construct below against Triton's own GPU front end, run on the CPU (the TTIR stage of a
 compile for sm_90 needs no GPU): refused on the GPU if and only if refused on the CPU. The GPU list
 (Triton 3.6), from code_generator.py and those compiles:

@@ -313,10 +313,11 @@ def test_a_referenced_helper_that_never_launches_is_still_no_kernel():
 
 
 @pytest.mark.parametrize("body", [
-    # int()/float()/bool() of literals, constexpr parameters and module constants; Python's math numbers;
-    # tl.math; list displays of constants (shapes); comprehensions and math in host code
+    # int()/float() of literals, constexpr parameters and module constants; Python's math numbers;
+    # tl.math; list displays of constants (shapes); comprehensions and math in host code. Not bool() or
+    # abs(): Triton's GPU compiler knows neither, and the interpreter refuses them (tests/test_gpu_validity.py)
     "SCALE = tl.constexpr(2.0)\n@triton.jit\ndef k2(p, n, B: tl.constexpr, F: tl.constexpr):\n"
-    "    a = tl.zeros([B, 2], dtype=tl.float32) + float(SCALE) + int(B) + float(1) + bool(F) * math.pi\n"
+    "    a = tl.zeros([B, 2], dtype=tl.float32) + float(SCALE) + int(B) + float(1) + float(F) * math.pi\n"
     "    y = tl.math.exp(tl.load(p)) * math.e + tl.math.log2(tl.load(p))\n"
     "    tl.store(p, y + tl.sum(tl.reshape(a, [2 * B]), 0) + tl.sum(tl.sum(tl.reshape(a, [a.shape[0], a.shape[1]]), 1), 0))\n"
     "def forward(x):\n    cfg = {b: b * 2 for b in [16, 32]}\n    n = int(math.sqrt(x.shape[0]))\n"
@@ -486,3 +487,100 @@ def test_state_in_module_caches_is_judged_at_run_time(tmp_path, body):
 ])
 def test_changes_through_aliases_and_parameters_are_refused(body):
     assert "hidden-state" in [r for r, _ in rules(body)]
+
+
+# Forms honest kernels use that the policy once refused (issue 11): aliases of forward and of kernels, a
+# self-test under ``if __name__ == "__main__":``, an import fallback, a dtype's limits read off a module-level
+# torch.finfo. Each is allowed only in the form below; the ways an exploit would reuse it stay refused
+# (the exploits themselves: tests/policy_loosening/, tests/test_policy_loosening.py).
+LAUNCH_BODY = "    k[(1,)](x)\n    return x\n"
+
+
+@pytest.mark.parametrize("body", [
+    "def fused_op(x):\n" + LAUNCH_BODY + "forward = fused_op\n",
+    "def fused_op(x):\n" + LAUNCH_BODY + "op = fused_op\nforward = op\n",
+    "@triton.jit\ndef k2(p):\n    pass\ndef forward(x):\n    kernel = k if x.shape[0] > 1 else k2\n"
+    "    kernel[(1,)](x)\n    c = kernel.best_config if x.shape[0] < 0 else None\n    return x\n",
+    "def forward(x):\n    kernel = k\n    run = lambda: kernel[(1,)](x)\n    run()\n    return x\n",
+    # a self-test: torch work, any import, names of its own; the else branch runs and is checked
+    "def forward(x):\n" + LAUNCH_BODY + "if __name__ == '__main__':\n    import time\n    t = torch.randn(4)\n"
+    "    torch.testing.assert_close(forward(t), t.float().sum())\n    print(time.time())\nelse:\n    N = 2\n",
+    "try:\n    from triton.language.extra import libdevice as fast_math\nexcept ImportError:\n    fast_math = tl.math\n"
+    "@triton.jit\ndef k2(p):\n    tl.store(p, fast_math.exp(tl.load(p)))\ndef forward(x):\n    k2[(1,)](x)\n    return x\n",
+    "try:\n    from triton.language.extra.cuda import libdevice\n    HAS_LIBDEVICE = True\n"
+    "except (ImportError, ModuleNotFoundError):\n    libdevice = None\n    HAS_LIBDEVICE = False\n"
+    "def forward(x):\n" + LAUNCH_BODY,
+    "fp8_info = torch.finfo(torch.float8_e4m3fn)\n@triton.jit\n"
+    "def k2(p, LO: tl.constexpr = fp8_info.min, HI: tl.constexpr = fp8_info.max):\n"
+    "    tl.store(p, tl.clamp(tl.load(p), LO, HI))\ndef forward(x):\n    k2[(1,)](x, HI=fp8_info.max)\n    return x\n",
+])
+def test_loosened_honest_forms_pass(body):
+    assert rules(body) == []
+
+
+@pytest.mark.parametrize("body, rule, line", [
+    # forward bound once, by a def or an alias of a def: not the kernel, not torch, not a def redefined
+    ("forward = k\n", "no-kernel", None),
+    ("forward = torch.neg\n", "torch-work", 1),
+    ("forward = lambda x: x\n", "no-kernel", None),
+    ("def lazy(x):\n    return x\nforward = lazy\ndef lazy(x):\n" + LAUNCH_BODY, "no-kernel", None),
+    ("def forward(x):\n" + LAUNCH_BODY + "def lazy(x):\n    return x\nforward = lazy\n", "no-kernel", None),
+    ("def op(x):\n" + LAUNCH_BODY + "if True:\n    forward = op\n", "no-kernel", None),
+    # a kernel alias is a local bound only to kernels, and its attributes are a kernel's
+    ("def h(x):\n    return x\nPLAN = {(1,): h}\ndef forward(x):\n    kernel = k\n    if x.shape[0] > 1:\n"
+     "        kernel = PLAN\n    kernel[(1,)](x)\n    return x\n", "no-kernel", None),
+    ("def forward(x):\n    for kernel in (k,):\n        kernel[(1,)](x)\n    return x\n", "no-kernel", None),
+    ("def forward(x):\n    kernel = k\n    f = kernel.fn\n    kernel[(1,)](x)\n    return x\n", "introspection", 3),
+    ("def forward(x):\n    kernel = k\n    h = kernel.add_pre_run_hook\n    kernel[(1,)](x)\n    return x\n",
+     "introspection", 3),
+    ("def forward(x):\n    kernel = k\n    g = lambda: kernel.cache\n    kernel[(1,)](x)\n    return x\n",
+     "introspection", 3),
+    # the self-test never runs, so nothing it binds is bound: not a helper, not numpy (which Triton's
+    # interpreter puts into the module's globals), not forward; its else branch and __name__ are checked
+    ("def forward(x):\n    k[(1,)](x)\n    return np.negative(x)\nif __name__ == '__main__':\n    import numpy as np\n",
+     "unbound-name", 3),
+    ("def forward(x):\n    k[(1,)](x)\n    return helper(x)\nif __name__ == '__main__':\n    helper = torch.neg\n",
+     "unbound-name", 3),
+    ("if __name__ == '__main__':\n    def forward(x):\n" + LAUNCH_BODY.replace("    ", "        "), "no-kernel", None),
+    ("def forward(x):\n" + LAUNCH_BODY + "if __name__ == '__main__':\n    pass\nelse:\n    X = torch.randn(3)\n",
+     "torch-work", 7),
+    ("def forward(x):\n    k[(1,)](x)\n    if __name__ == '__main__':\n        x = x.sum()\n    return x\n",
+     "torch-work", 4),
+    ("try:\n    import math\nexcept ImportError as __name__:\n    math = None\ndef forward(x):\n" + LAUNCH_BODY,
+     "module-dunder", 3),
+    # an import fallback: both branches are checked as they would run, and hold nothing but bindings
+    ("try:\n    from triton.language.extra import nothing_here as ops\nexcept ImportError:\n    ops = torch\n"
+     "def forward(x):\n    k[(1,)](x)\n    return ops.neg(x)\n", "torch-work", 7),
+    ("try:\n    from triton.language.extra import nothing_here as ops\nexcept ImportError:\n    ops = torch\n"
+     "@triton.jit\ndef k2(p):\n    tl.store(p, ops.exp(tl.load(p)))\ndef forward(x):\n    k2[(1,)](x)\n    return x\n",
+     "torch-work", 7),
+    ("try:\n    from triton.language.extra import nothing_here as ops\nexcept ImportError:\n    import numpy as ops\n"
+     "def forward(x):\n" + LAUNCH_BODY, "forbidden-import", 4),
+    ("try:\n    import math\nexcept ImportError:\n    math = None\n    X = torch.empty(3)\n"
+     "def forward(x):\n" + LAUNCH_BODY, "try-except", 1),
+    ("try:\n    from triton.language.extra import libdevice as fm\nexcept ImportError:\n    other = tl.math\n"
+     "def forward(x):\n" + LAUNCH_BODY, "try-except", 1),
+    ("try:\n    from triton.language.extra import libdevice as fm\nexcept Exception:\n    fm = tl.math\n"
+     "def forward(x):\n" + LAUNCH_BODY, "try-except", 1),
+    ("ImportError = Exception\ntry:\n    from triton.language.extra import libdevice as fm\nexcept ImportError:\n"
+     "    fm = tl.math\ndef forward(x):\n" + LAUNCH_BODY, "try-except", 2),
+    ("try:\n    from triton.language.extra import libdevice as fm\nexcept ImportError:\n    fm = tl.math\n"
+     "finally:\n    pass\ndef forward(x):\n" + LAUNCH_BODY, "try-except", 1),
+    ("def forward(x):\n    try:\n        from triton.language.extra import libdevice as fm\n    except ImportError:\n"
+     "        fm = tl.math\n" + LAUNCH_BODY, "try-except", 2),
+    # a dtype's limits: its numbers only, of a constant dtype, bound once; in a kernel body only as a constexpr
+    ("fi = torch.finfo(torch.float8_e4m3fn)\n@triton.jit\ndef k2(p, M: tl.constexpr = fi):\n    tl.store(p, 1.0)\n"
+     "def forward(x):\n    k2[(1,)](x)\n    return x\n", "torch-work", 3),
+    ("fi = torch.finfo(torch.float8_e4m3fn)\n@triton.jit\ndef k2(p, M: tl.constexpr = fi.dtype):\n    tl.store(p, 1.0)\n"
+     "def forward(x):\n    k2[(1,)](x)\n    return x\n", "torch-work", 3),
+    ("fi = torch.finfo(torch.float8_e4m3fn)\nfi = {}\n@triton.jit\ndef k2(p, M: tl.constexpr = fi.max):\n"
+     "    tl.store(p, M)\ndef forward(x):\n    k2[(1,)](x)\n    return x\n", "torch-work", 4),
+    ("D = [torch.float32]\nfi = torch.finfo(D[0])\n@triton.jit\ndef k2(p, M: tl.constexpr = fi.max):\n"
+     "    tl.store(p, M)\ndef forward(x):\n    k2[(1,)](x)\n    return x\n", "torch-work", 4),
+    ("fi = torch.finfo(torch.float8_e4m3fn)\n@triton.jit\ndef k2(p):\n    tl.store(p, fi.max)\n"
+     "def forward(x):\n    k2[(1,)](x)\n    return x\n", "non-constexpr-global", 4),
+])
+def test_loosened_forms_refuse_their_reuse(body, rule, line):
+    found = rules(body)
+    # line None: a rule about the whole file, reported at its line 1
+    assert (rule, 1 if line is None else KERNEL.count("\n") + line) in found, found

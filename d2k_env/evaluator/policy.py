@@ -17,8 +17,10 @@ rule                refuses
                     tokenizer (\\x0b \\x0c \\x1c \\x1d \\x1e \\x85 \\u2028 \\u2029, a lone \\r), anywhere:
                     Triton re-reads kernel text by line number (source_text.py)
 [no-kernel]         a ``forward`` that reaches no kernel of the file (the launch graph follows every
-                    module-level function a reachable one names); a kernel is decorated with
-                    ``triton.jit`` itself, with only ``autotune``/``heuristics`` besides
+                    module-level function a reachable one names; a launch may go through a local
+                    bound only to kernels, ``kernel = _k``); a kernel is decorated with
+                    ``triton.jit`` itself, with only ``autotune``/``heuristics`` besides; ``forward``
+                    bound other than once, by a def or an alias of one (``forward = my_op``)
 [forbidden-import]  modules other than torch, triton, math, itertools, ``functools.partial``/
                     ``reduce``; the baseline, reference and ``d2k_env``; ``from`` imports of dunders,
                     frames, system modules or forbidden builtins; Triton's non-kernel subpackages
@@ -46,11 +48,15 @@ rule                refuses
                     anything but read-only method calls, mutable default arguments, containers bound
                     into a functools.partial, module-level iterators, import-time code other than
                     pure helpers (no module-level tensors), constants that are not constant expressions
+                    (the numbers of a module-level ``torch.finfo(<dtype>)`` are: ``fp8_info.max``)
 [kernel-source]     a line starting with ``def`` in a jit function other than its own (the
                     interpreter re-reads the source and starts at the last such line),
                     ``triton.jit``/``autotune``/``heuristics`` anywhere but a decorator list, and
                     kernels defined inside functions (the worker verifies kernels' source at load)
-[try-except]        ``try``/``except``: a failing kernel must fail, not fall back
+[try-except]        ``try``/``except``: a failing kernel must fail, not fall back. Allowed: an import
+                    fallback at module level (``try: <imports> except ImportError: <imports,
+                    literals, imported names>``, both branches binding the same names), checked as
+                    each branch would run
 [gpu-compile]       kernel code Triton's GPU compiler refuses whatever the values (no visitor for the node:
                     break, continue, lambda, :=, del, raise; chained comparisons, ``in``, ``@``; loops
                     over anything but range/tl.range/tl.static_range; loop else; return in a loop):
@@ -58,6 +64,10 @@ rule                refuses
                     float loop bound; ``bool``, ``abs``) are the interpreter's (interpreter_patch.py)
 [module-dunder]     binding, rebinding or deleting a dunder name (``__name__ = "__main__"`` ran the
                     ``if __name__ == "__main__":`` block, which the import-time rules skip, at import)
+
+The body of ``if __name__ == "__main__":`` at module level is a self-test that never runs (the worker
+names the module ``solution``, and no binding of ``__name__`` is allowed): it is left out of the
+checks, and nothing it binds counts as bound elsewhere (_executions).
 [format-string]     ``.format``/``.format_map`` on anything but a string literal, and literals whose
                     fields name an attribute or an index (``"{0.__class__}"``, ``"{0[k]}"``): str.format
                     walks them with getattr/getitem, past every attribute rule
@@ -71,7 +81,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import importlib
+import itertools
 import re
 import string
 import symtable
@@ -412,7 +424,7 @@ class _Checker(ast.NodeVisitor):
         self.violations: list[Violation] = []
         self.aliases: dict[str, str] = {}  # local name -> fully qualified module or object
         self.in_kernel = False
-        self.kernel_names: set[str] = set()  # set by check_solution: module-level jit functions
+        self.kernel_names: set[str] = set()  # set by _check_run: module-level jit functions
         self.constants: set[str] = set()  # module-level names bound to literals
         self.mutable_globals: set[str] = set()  # module-level names bound to containers or call results
         self.protected: set[str] = set()  # names that may not be rebound: imports and MODULE_NAMES
@@ -420,14 +432,16 @@ class _Checker(ast.NodeVisitor):
         self.fresh_locals: set[str] = set()  # host locals bound only to containers made in the call
         self.tainted_locals: set[str] = set()  # host locals that may hold an object kept between calls
         self.scope_params: set[str] = set()
-        self.compiler_globals: set[str] = set()  # set by check_solution: see _compiler_globals
+        self.compiler_globals: set[str] = set()  # set by _check_run: see _compiler_globals
         self.in_kernel_signature = False  # visiting a kernel's defaults or annotations (globals allowed there)
         self.kernel_constexprs: set[str] = set()  # tl.constexpr parameters of the kernel being visited
         self.kernel_loop_names: set[str] = set()  # kernel names bound by for/with/walrus targets
         self.kernel_params: set[str] = set()
         self.metadata_locals: set[str] = set()  # host locals bound only to metadata (x.device, torch.finfo(...))
         self.source_lines: list[str] = []
-        self.module_bound: set[str] = set()  # set by check_solution: names the module binds
+        self.module_bound: set[str] = set()  # set by _check_run: names the module binds
+        self.limits: set[str] = set()  # set by _check_run: module names bound to torch.finfo/iinfo(dtype)
+        self.kernel_aliases: set[str] = set()  # host locals bound only to kernels (kernel = _k)
 
     def flag(self, rule: str, node: ast.AST, message: str) -> None:
         self.violations.append(Violation(rule, getattr(node, "lineno", 0), message))
@@ -543,7 +557,8 @@ class _Checker(ast.NodeVisitor):
         if isinstance(node, ast.Call):
             func = _dotted(node.func)
             return func is not None and func.split(".")[0] in self.aliases and self._resolve(func) in METADATA_CALLS
-        return isinstance(node, ast.Name) and node.id in self.metadata_locals
+        return isinstance(node, ast.Name) and (node.id in self.metadata_locals or (
+            node.id in self.limits and node.id not in (self.scope_locals or set())))
 
     def _check_attribute_names(self, node: ast.Attribute) -> None:
         """[torch-work]/[introspection] on attribute names: private ones anywhere; in host code the tensor
@@ -578,8 +593,9 @@ class _Checker(ast.NodeVisitor):
                                                "body may use Triton's functions and tensor methods only")
                 continue
             base = a.value
-            if isinstance(base, ast.Name) and base.id in self.kernel_names and \
-                    (self.scope_locals is None or base.id not in self.scope_locals) and name != "best_config":
+            kernel = isinstance(base, ast.Name) and (base.id in self.kernel_aliases or (
+                base.id in self.kernel_names and (self.scope_locals is None or base.id not in self.scope_locals)))
+            if kernel and name != "best_config":
                 self.flag("introspection", a, f"{base.id}.{name}: a kernel's attributes (hooks, its Python function, "
                                               "its cache) are not for host code; launch it as kernel[grid](...)")
                 continue
@@ -661,6 +677,15 @@ class _Checker(ast.NodeVisitor):
 
     def _check_kernel_name(self, name: str, node: ast.AST) -> None:
         allowed = self.scope_locals | self.kernel_names | self.constants | KERNEL_BUILTINS
+        dotted = _dotted(node) or ""
+        if name in self.limits - self.scope_locals and dotted.count(".") == 1 and \
+                dotted.partition(".")[2] in LIMIT_ATTRIBUTES:
+            # fp8_info.max: a number, fixed by a constant dtype (the finfo object itself is not readable)
+            if not self.in_kernel_signature:
+                self.flag("non-constexpr-global", node, f"the kernel reads the module-level number {dotted!r}: "
+                                                        "Triton's GPU compiler refuses it (take it as a tl.constexpr "
+                                                        "parameter's default, or bind it with tl.constexpr(...))")
+            return
         if name not in allowed and self._resolve(name).split(".")[0] not in ("triton", "math"):
             self.flag("torch-work", node, f"a Triton kernel may read only its arguments, its locals, triton, math, "
                                           f"other kernels and module-level constants, not {name!r}")
@@ -812,7 +837,7 @@ class _Checker(ast.NodeVisitor):
         """A literal, a tl.constexpr parameter of the kernel being visited, a module constant, or an
         arithmetic of those (what int()/float()/bool() and list displays may take in a kernel)."""
         return _is_constant_expr(node, self.constants | self.kernel_constexprs, self.all_aliases,
-                                 self.module_bound) and not any(
+                                 self.module_bound, self.limits - self.scope_locals) and not any(
             isinstance(n, ast.Call) for n in ast.walk(node))
 
     def _check_kernel_math(self, full: str, node: ast.AST) -> None:
@@ -836,7 +861,11 @@ class _Checker(ast.NodeVisitor):
 
     # -- structure -----------------------------------------------------------------------------------
     def visit_Try(self, node: ast.AST) -> None:
-        self.flag("try-except", node, "try/except is not allowed: a failing kernel must fail, not fall back")
+        # An import fallback at module level never gets here: each of its branches is checked instead
+        # (_executions). Every other try would let a failing kernel fall back to other work.
+        self.flag("try-except", node, "try/except is not allowed (a failing kernel must fail, not fall back), "
+                                      "but for an import fallback at module level: try: <imports> except "
+                                      "ImportError: <imports, literals or imported names bound to the same names>")
         self.generic_visit(node)
 
     visit_TryStar = visit_Try
@@ -889,12 +918,12 @@ class _Checker(ast.NodeVisitor):
     def visit_Lambda(self, node: ast.Lambda) -> None:
         self._check_args(node.args)
         outer_locals = self.scope_locals
-        saved = self.fresh_locals, self.tainted_locals, self.scope_params
+        saved = self.fresh_locals, self.tainted_locals, self.scope_params, self.kernel_aliases
         self.scope_locals = (outer_locals or set()) | _bound_names(node)
         self._enter_host_scope(node, inherit=True)
         self.generic_visit(node)
         self.scope_locals = outer_locals
-        self.fresh_locals, self.tainted_locals, self.scope_params = saved
+        self.fresh_locals, self.tainted_locals, self.scope_params, self.kernel_aliases = saved
 
     def _enter_host_scope(self, func: ast.AST, inherit: bool = False) -> None:
         """The fresh and tainted locals of a host function (see _host_scope); a lambda keeps its
@@ -903,11 +932,15 @@ class _Checker(ast.NodeVisitor):
         kept = (self.mutable_globals | self.kernel_names) - self.scope_locals
         fresh, tainted = _host_scope(func, kept | (self.tainted_locals - params if inherit else set()),
                                      self.module_bound | self.scope_locals)
+        # A kernel alias of an enclosing function stays one where this scope does not rebind it.
+        aliases = (set() if isinstance(func, ast.Lambda) else _kernel_aliases(func, self.kernel_names)) | \
+            (self.kernel_aliases - _bound_names(func))
         if inherit:
             fresh |= self.fresh_locals - params
             tainted |= self.tainted_locals - params
             params |= self.scope_params
         self.fresh_locals, self.tainted_locals, self.scope_params = fresh, tainted, params
+        self.kernel_aliases = aliases
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         for d in node.decorator_list:
@@ -921,7 +954,7 @@ class _Checker(ast.NodeVisitor):
         outer, self.in_kernel = self.in_kernel, self.in_kernel or kernel
         outer_locals, self.scope_locals = self.scope_locals, _bound_names(node)
         saved = (self.kernel_constexprs, self.kernel_loop_names, self.metadata_locals, self.fresh_locals,
-                 self.tainted_locals, self.scope_params)
+                 self.tainted_locals, self.scope_params, self.kernel_aliases)
         self.metadata_locals = self._metadata_locals(node)
         self._enter_host_scope(node)
         if kernel:
@@ -947,7 +980,7 @@ class _Checker(ast.NodeVisitor):
         self.in_kernel_signature = False
         self.in_kernel, self.scope_locals = outer, outer_locals
         (self.kernel_constexprs, self.kernel_loop_names, self.metadata_locals, self.fresh_locals,
-         self.tainted_locals, self.scope_params) = saved
+         self.tainted_locals, self.scope_params, self.kernel_aliases) = saved
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -982,6 +1015,8 @@ class _Checker(ast.NodeVisitor):
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
         if node.name in self.protected:
             self._rebinding(node.name, node)
+        if node.name and _is_dunder(node.name):
+            self._dunder_store(node.name, node)  # except ... as __name__
         self.generic_visit(node)
 
     def visit_Match(self, node: ast.AST) -> None:
@@ -1181,11 +1216,18 @@ _CONSTANT_FUNCTIONS = frozenset({"triton.language.constexpr", "triton.language.c
                                  "triton.next_power_of_2"})
 
 
-def _is_constant_expr(node: ast.AST | None, constants: set[str], aliases: dict[str, str], bound: set[str]) -> bool:
+# The numbers torch.finfo and torch.iinfo give: what a dtype's limits may be read as.
+LIMIT_ATTRIBUTES = frozenset({"max", "min", "eps", "tiny", "bits", "resolution", "smallest_normal"})
+LIMIT_CALLS = frozenset({"torch.finfo", "torch.iinfo"})
+
+
+def _is_constant_expr(node: ast.AST | None, constants: set[str], aliases: dict[str, str], bound: set[str],
+                      limits: set[str] = frozenset()) -> bool:
     """A module constant: literals, arithmetic/boolean/comparison operators and tuples of constants, other
     module constants, math's numbers and functions, builtin conversions (float('inf')), tl.constexpr(...),
     triton.cdiv/next_power_of_2 of constants, dtypes (tl.float32, torch.bfloat16) and the limits of one
-    (torch.finfo(torch.float8_e4m3fn).max)."""
+    (torch.finfo(torch.float8_e4m3fn).max, or fp8_info.max where ``limits`` holds fp8_info, a module name
+    bound once to torch.finfo of a constant dtype: only its numbers, never the finfo object)."""
     def const(n) -> bool:
         if isinstance(n, ast.Constant):
             return True
@@ -1208,11 +1250,9 @@ def _is_constant_expr(node: ast.AST | None, constants: set[str], aliases: dict[s
         if isinstance(n, ast.Name):
             return n.id in constants
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Call):  # torch.finfo(torch.float8_e4m3fn).max
-            call, func = n.value, _dotted(n.value.func)
-            return func is not None and func.split(".")[0] in aliases and \
-                _resolve_with(aliases, func) in ("torch.finfo", "torch.iinfo") and not call.keywords and \
-                all(const(a) for a in call.args) and n.attr in ("max", "min", "eps", "tiny", "bits", "resolution",
-                                                                  "smallest_normal")
+            return _is_limits_call(n.value, const, aliases) and n.attr in LIMIT_ATTRIBUTES
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in limits:
+            return n.attr in LIMIT_ATTRIBUTES  # fp8_info.max
         if isinstance(n, ast.Attribute):
             dotted = _dotted(n)
             if dotted is None or dotted.split(".")[0] not in aliases:
@@ -1240,8 +1280,17 @@ def _is_constant_expr(node: ast.AST | None, constants: set[str], aliases: dict[s
         return False
 
 
-def _module_constants(tree: ast.Module, aliases: dict[str, str], bound: set[str]) -> set[str]:
-    """Module-level names bound once, to a constant expression (see _is_constant_expr)."""
+def _is_limits_call(call: ast.Call, const, aliases: dict[str, str]) -> bool:
+    """torch.finfo(<constant>) or torch.iinfo(<constant>): the limits of one fixed dtype."""
+    func = _dotted(call.func)
+    return func is not None and func.split(".")[0] in aliases and _resolve_with(aliases, func) in LIMIT_CALLS and \
+        not call.keywords and len(call.args) == 1 and const(call.args[0])
+
+
+def _module_constants(tree: ast.Module, aliases: dict[str, str], bound: set[str]) -> tuple[set[str], set[str]]:
+    """(constants, limits): module-level names bound once, to a constant expression (see
+    _is_constant_expr), and those bound once to torch.finfo/iinfo of a constant dtype (``fp8_info =
+    torch.finfo(torch.float8_e4m3fn)``), whose numbers (fp8_info.max) are constants."""
     stores: dict[str, int] = {}
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -1254,12 +1303,19 @@ def _module_constants(tree: ast.Module, aliases: dict[str, str], bound: set[str]
                 for name, _ in _import_bindings(sub):
                     stores[name] = stores.get(name, 0) + 1
     names: set[str] = set()
+    limits: set[str] = set()
     for node in tree.body:
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if all(isinstance(t, ast.Name) for t in targets) and _is_constant_expr(node.value, names, aliases, bound):
-                names |= {t.id for t in targets if stores.get(t.id) == 1}
-    return names
+            if not all(isinstance(t, ast.Name) for t in targets):
+                continue
+            once = {t.id for t in targets if stores.get(t.id) == 1}
+            if _is_constant_expr(node.value, names, aliases, bound, limits):
+                names |= once
+            elif isinstance(node.value, ast.Call) and _is_limits_call(
+                    node.value, lambda n: _is_constant_expr(n, names, aliases, bound, limits), aliases):
+                limits |= once
+    return names, limits
 
 
 def _compiler_globals(tree: ast.Module, aliases: dict[str, str]) -> set[str]:
@@ -1284,7 +1340,8 @@ def _compiler_globals(tree: ast.Module, aliases: dict[str, str]) -> set[str]:
 
 
 def _is_main_guard(node: ast.AST) -> bool:
-    """if __name__ == "__main__": (never true in the worker, which loads the solution under another name)."""
+    """if __name__ == "__main__": (never true in the worker, which loads the solution under the name
+    ``solution``, and [module-dunder] refuses every binding of ``__name__``)."""
     t = getattr(node, "test", None)
     return isinstance(node, ast.If) and isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and \
         t.left.id == "__name__" and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq) and \
@@ -1479,7 +1536,8 @@ def _gpu_compile_problems(tree: ast.Module, aliases: dict[str, str], bound: set[
     return inside a loop or a with block, several assignment targets or starred ones, and a constant
     ``while`` test. What depends on values (an ``if`` on a block tensor, a float loop bound) is the
     interpreter's to refuse (interpreter_patch), and so are builtins the code generator does not know
-    (``bool``, ``abs``), which the policy's honest idioms use on constexprs (tests/test_policy.py)."""
+    (``bool``, ``abs``): in a branch on a constexpr that the compiler never visits they are harmless, and
+    the interpreter refuses them where they run (tests/test_gpu_validity.py)."""
     out: list[Violation] = []
 
     def refuse(node: ast.AST, message: str) -> None:
@@ -1669,23 +1727,92 @@ def _non_import_bindings(table: symtable.SymbolTable) -> set[str]:
     return {s.get_name() for s in table.get_symbols() if (s.is_assigned() or s.is_namespace())}
 
 
+def _kernel_expr(node: ast.AST, kernels: set[str]) -> bool:
+    """A kernel of the file by name, or a conditional choice between such (``_a if c else _b``)."""
+    if isinstance(node, ast.IfExp):
+        return _kernel_expr(node.body, kernels) and _kernel_expr(node.orelse, kernels)
+    return isinstance(node, ast.Name) and node.id in kernels
+
+
+def _kernel_aliases(func: ast.FunctionDef | ast.AsyncFunctionDef, kernels: set[str]) -> set[str]:
+    """Locals of a function that can hold nothing but a kernel of the file (``kernel = _k``, ``kernel = _a
+    if c else _b``): every binding of the name in the function, nested scopes included, is a plain
+    assignment of one, and it is no parameter. A launch through one is a launch of a kernel; host code
+    may read only what it may read off the kernel itself."""
+    assigned: dict[str, int] = {}
+    for n in ast.walk(func):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and \
+                _kernel_expr(n.value, kernels):
+            assigned[n.targets[0].id] = assigned.get(n.targets[0].id, 0) + 1
+    stores: dict[str, int] = {}
+    other = set(_param_names(func.args))
+    for n in ast.walk(func):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            stores[n.id] = stores.get(n.id, 0) + 1
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not func:
+            other.add(n.name)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and n is not func:
+            other |= _param_names(n.args)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            other |= {name for name, _ in _import_bindings(n)}
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            other.add(n.name)
+    return {name for name, count in assigned.items() if stores.get(name) == count and name not in other}
+
+
+def _entry_point(tree: ast.Module, functions: dict[str, ast.AST]) -> str | None:
+    """The module-level def that ``forward`` is: ``def forward``, or the def it is bound to
+    (``forward = fused_add_rmsnorm``, through other such aliases). Each name on the way is bound once at
+    module level (and nowhere else), so the def the policy follows is the object the worker calls."""
+    stores: dict[str, list[ast.AST]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            stores.setdefault(stmt.name, []).append(stmt)
+            continue
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                stores.setdefault(n.id, []).append(stmt)
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                for name, _ in _import_bindings(n):
+                    stores.setdefault(name, []).append(n)
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                stores.setdefault(n.name, []).append(n)
+    name, seen = "forward", set()
+    while name not in seen:
+        seen.add(name)
+        binding = stores.get(name, [])
+        if len(binding) != 1:
+            return None
+        stmt = binding[0]
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and functions.get(name) is stmt:
+            return name
+        if not (isinstance(stmt, ast.Assign) and stmt in tree.body and len(stmt.targets) == 1 and
+                isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Name)):
+            return None
+        name = stmt.value.id
+    return None
+
+
 def _launch_graph(tree: ast.Module, aliases: dict[str, str]) -> str | None:
     """Why forward launches no kernel defined in the file, or None when it does.
 
-    From ``forward``, every module-level function or binding a reachable function names is followed
-    (called, handed to functools.partial, stored in a dict or a lambda: it may run). A launch is
-    ``kernel[grid](...)`` on a kernel of the file, or ``param[grid](...)`` on a parameter of a
-    reachable function when a kernel of the file is named on the way (a kernel handed to a launcher);
-    the runtime's own count of launches confirms it."""
+    From ``forward`` (or the def it aliases, _entry_point), every module-level function or binding a
+    reachable function names is followed (called, handed to functools.partial, stored in a dict or a
+    lambda: it may run). A launch is ``kernel[grid](...)`` on a kernel of the file or on a local that
+    holds only kernels (_kernel_aliases), or ``param[grid](...)`` on a parameter of a reachable function
+    when a kernel of the file is named on the way (a kernel handed to a launcher); the runtime's own
+    count of launches confirms it."""
     functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     bindings = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
                 if isinstance(t, ast.Name)}
     kernels = {name for name, f in functions.items() if _is_kernel(f, aliases)}
-    if "forward" not in functions:
-        return "solution.py must define a module-level function forward(*inputs)"
+    entry = _entry_point(tree, functions)
+    if entry is None or entry in kernels:
+        return ("solution.py must define forward(*inputs) once at module level: a def, or a name bound to "
+                "one (forward = my_op)")
     if not kernels:
         return "solution.py defines no @triton.jit kernel"
-    seen, stack = set(), ["forward"]
+    seen, stack = set(), [entry]
     kernel_named = parameter_launch = False
     while stack:
         name = stack.pop()
@@ -1698,12 +1825,13 @@ def _launch_graph(tree: ast.Module, aliases: dict[str, str]) -> str | None:
         body = functions.get(name) or bindings.get(name)
         if body is None:
             continue
-        params = {a.arg for a in ast.walk(body.args) if isinstance(a, ast.arg)} \
-            if isinstance(body, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
+        function = isinstance(body, (ast.FunctionDef, ast.AsyncFunctionDef))
+        params = {a.arg for a in ast.walk(body.args) if isinstance(a, ast.arg)} if function else set()
+        launchable = kernels | (_kernel_aliases(body, kernels) if function else set())
         for node in ast.walk(body):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) and \
                     isinstance(node.func.value, ast.Name):
-                if node.func.value.id in kernels:
+                if node.func.value.id in launchable:
                     return None  # kernel[grid](...)
                 parameter_launch |= node.func.value.id in params
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
@@ -1715,6 +1843,128 @@ def _launch_graph(tree: ast.Module, aliases: dict[str, str]) -> str | None:
 
 
 MAX_SOURCE_CHARS = 256 * 1024
+# Module-level try/except ImportError statements a solution may have: the module is checked once per
+# combination of their branches.
+MAX_IMPORT_FALLBACKS = 3
+IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
+
+
+def _fallback_statement(stmt: ast.stmt, aliases: dict[str, str]) -> ast.stmt | None:
+    """One statement of an import fallback's branch as the policy checks it, or None when it has no
+    place there: an import, ``pass``, a name bound to a literal (``HAS_LIBDEVICE = False``), or a name
+    bound to an imported module or object (``fast_math = tl.math``), rewritten into the import that
+    binds the same object (``from triton.language import math as fast_math``) so that every rule an
+    imported name gets applies to it."""
+    if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Pass)):
+        return stmt
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    name, value = stmt.targets[0].id, stmt.value
+    if isinstance(value, ast.Constant):
+        return stmt
+    dotted = _dotted(value)
+    if dotted is None or dotted.split(".")[0] not in aliases:
+        return None
+    module, _, attr = _resolve_with(aliases, dotted).rpartition(".")
+    binding = ast.ImportFrom(module=module, names=[ast.alias(attr, name)], level=0) if module else \
+        ast.Import(names=[ast.alias(attr, name)])
+    return ast.copy_location(binding, stmt)
+
+
+def _branch_names(stmts: list[ast.stmt]) -> set[str]:
+    names = set()
+    for stmt in stmts:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names |= {name for name, _ in _import_bindings(stmt)}
+        elif isinstance(stmt, ast.Assign):
+            names |= _stored_names(stmt.targets[0])
+    return names
+
+
+def _import_fallback(node: ast.stmt, aliases: dict[str, str], bound: set[str]
+                     ) -> tuple[list[ast.stmt], list[ast.stmt]] | None:
+    """(what runs when the imports succeed, what runs when one fails) for ``try: <imports> except
+    ImportError: <fallback>`` at module level, or None for any other try statement ([try-except]).
+    Both branches may hold only imports, literals and aliases of imported names (_fallback_statement),
+    so neither can do work, and must bind the same names, so that whichever ran (the fallback after
+    some of the imports did, too) the module's names are those of one branch: the policy checks the
+    module once with each. One handler, of ImportError or ModuleNotFoundError (not rebound), without
+    ``as``; no else or finally."""
+    if not isinstance(node, ast.Try) or node.orelse or node.finalbody or len(node.handlers) != 1:
+        return None
+    handler = node.handlers[0]
+    caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    if handler.name is not None or not caught or not all(
+            isinstance(c, ast.Name) and c.id in IMPORT_ERRORS and c.id not in bound for c in caught):
+        return None
+    branches = []
+    for stmts in (node.body, handler.body):
+        branch = [_fallback_statement(stmt, aliases) for stmt in stmts]
+        if None in branch:
+            return None
+        branches.append(branch)
+    names = _branch_names(node.body)
+    if not names or _branch_names(handler.body) != names:
+        return None
+    return branches[0], branches[1]
+
+
+def _executions(tree: ast.Module, bound: set[str]) -> list[ast.Module]:
+    """The module as it can run, each checked by every rule: the body of ``if __name__ == "__main__":``
+    left out (it never runs: the worker names the module ``solution`` and no binding of ``__name__`` is
+    allowed), so nothing it binds counts as bound (a name it imports would otherwise be used elsewhere
+    as bound, and Triton's interpreter fills unbound names in: h04), and each module-level import
+    fallback replaced by one of its branches, every combination. The tree itself when neither is there."""
+    aliases = _all_aliases(tree)
+    fallbacks = {i: branches for i, stmt in enumerate(tree.body)
+                 if (branches := _import_fallback(stmt, aliases, bound)) is not None}
+    guards = [i for i, stmt in enumerate(tree.body) if _is_main_guard(stmt) and stmt.body]
+    if not fallbacks and not guards:
+        return [tree]
+    runs = []
+    for choice in itertools.product((0, 1), repeat=min(len(fallbacks), MAX_IMPORT_FALLBACKS)):
+        picked = dict(zip(sorted(fallbacks)[:MAX_IMPORT_FALLBACKS], choice))  # the rest stay [try-except]
+        body = []
+        for i, stmt in enumerate(tree.body):
+            if i in picked:
+                body.extend(copy.deepcopy(fallbacks[i][picked[i]]))
+            elif i in guards:
+                guard = copy.deepcopy(stmt)
+                guard.body = [ast.copy_location(ast.Pass(), stmt.body[0])]
+                body.append(guard)
+            else:
+                body.append(copy.deepcopy(stmt))
+        runs.append(ast.Module(body=body, type_ignores=[]))
+    return runs
+
+
+def _check_run(tree: ast.Module, table: symtable.SymbolTable, source_lines: list[str], allowed_torch: frozenset[str],
+               forbidden_imports: frozenset[str]) -> list[Violation]:
+    """Every rule on one execution of the module (see _executions)."""
+    aliases = _all_aliases(tree)
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            child._d2k_parent = node
+    checker = _Checker(allowed_torch, forbidden_imports)
+    checker.all_aliases = aliases
+    checker.kernel_names = {n.name for n in tree.body if _is_kernel(n, aliases)}
+    checker.source_lines = source_lines
+    bound = _module_bound(table)
+    checker.module_bound = bound
+    checker.constants, checker.limits = _module_constants(tree, aliases, bound)
+    checker.mutable_globals = _module_mutables(tree, aliases)
+    checker.compiler_globals = _compiler_globals(tree, aliases)
+    checker.protected = set(aliases) | MODULE_NAMES
+    checker.visit(tree)
+    checker.violations.extend(_name_problems(tree, table, aliases))
+    checker.violations.extend(_module_level_calls(tree, aliases, bound))
+    checker.violations.extend(_module_level_state(tree, aliases, checker.mutable_globals, bound))
+    checker.violations.extend(_decorators_only(tree, aliases))
+    checker.violations.extend(_gpu_compile_problems(tree, aliases, bound))
+    problem = _launch_graph(tree, aliases)
+    if problem:
+        checker.violations.append(Violation("no-kernel", 1, problem))
+    return checker.violations
 
 
 def check_solution(source: str, allowed_torch: frozenset[str] = frozenset(),
@@ -1727,36 +1977,21 @@ def check_solution(source: str, allowed_torch: frozenset[str] = frozenset(),
     problems = text_problems(source)
     if problems:  # checked before parsing: line numbers in the rest would not be Triton's
         return [Violation("source-text", line, message) for line, message in problems]
+    violations: dict[tuple[str, int, str], Violation] = {}
     try:
         tree = ast.parse(source)
         table = symtable.symtable(source, "solution.py", "exec")
-        aliases = _all_aliases(tree)
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                child._d2k_parent = node
-        checker = _Checker(allowed_torch, forbidden_imports)
-        checker.all_aliases = aliases
-        checker.kernel_names = {n.name for n in tree.body if _is_kernel(n, aliases)}
-        checker.source_lines = [line.rstrip("\r\n") for line in tokenizer_lines(source)]
-        bound = _module_bound(table)
-        checker.module_bound = bound
-        checker.constants = _module_constants(tree, aliases, bound)
-        checker.mutable_globals = _module_mutables(tree, aliases)
-        checker.compiler_globals = _compiler_globals(tree, aliases)
-        checker.protected = set(aliases) | MODULE_NAMES
-        checker.visit(tree)
-        checker.violations.extend(_name_problems(tree, table, aliases))
-        checker.violations.extend(_module_level_calls(tree, aliases, bound))
-        checker.violations.extend(_module_level_state(tree, aliases, checker.mutable_globals, bound))
-        checker.violations.extend(_decorators_only(tree, aliases))
-        checker.violations.extend(_gpu_compile_problems(tree, aliases, bound))
+        source_lines = [line.rstrip("\r\n") for line in tokenizer_lines(source)]
+        for run in _executions(tree, _module_bound(table)):
+            # The names each execution binds: its own symbol table (line numbers come from the nodes,
+            # which keep the source's).
+            run_table = table if run is tree else symtable.symtable(ast.unparse(run), "solution.py", "exec")
+            for v in _check_run(run, run_table, source_lines, allowed_torch, forbidden_imports):
+                violations.setdefault((v.rule, v.line, v.message), v)
     except SyntaxError as exc:
         return [Violation("syntax", exc.lineno or 0, f"SyntaxError: {exc.msg}")]
     except (RecursionError, MemoryError):
         return [Violation("syntax", 1, "the code is nested too deeply to be checked")]
     except Exception as exc:  # fail closed: a file the checker cannot analyse does not run
         return [Violation("syntax", 1, f"the file could not be checked ({type(exc).__name__}: {exc})"[:300])]
-    problem = _launch_graph(tree, aliases)
-    if problem:
-        checker.violations.append(Violation("no-kernel", 1, problem))
-    return sorted(checker.violations, key=lambda v: v.line)
+    return sorted(violations.values(), key=lambda v: v.line)
