@@ -1,6 +1,8 @@
 """d2k-env: expert-guided Triton kernel tasks as Gymnasium environments.
 
-``import d2k_env`` registers ``D2K/<task_id>-v0`` for every task under ``tasks/``.
+``import d2k_env`` registers ``D2K/<task_id>-v0`` for every shipped task and every task of the
+directories in ``D2K_TASKS_PATH``, without importing torch or Triton (``gym.make`` imports them).
+``gym.make("d2k_env:D2K/<task_id>-v0")`` imports this package itself first.
 """
 
 from d2k_env.registration import env_id, register_all

@@ -26,12 +26,12 @@ from d2k_env import reward as rewards
 from d2k_env.action_log import ActionLog, Refusal, replay_steps
 from d2k_env.evaluator import Evaluator, EvalResult, resolve_backend
 from d2k_env.prompt import build_prompt
+from d2k_env.registration import MAX_STEPS
 from d2k_env.task import GUIDANCE_LAYERS, load_task, task_ids
 from d2k_env.tools import FORMAT, MAX_ACTION_CHARS, ActionError, parse_action
 from d2k_env.verdict import format_result
 from d2k_env.workspace import Workspace, WorkspaceError
 
-MAX_STEPS = 350  # the D2K-Bench turn budget
 MAX_OBSERVATION_CHARS = 200_000
 CHARSET = frozenset(chr(c) for c in range(32, 127)) | {"\n", "\t"}
 

@@ -1,11 +1,16 @@
-"""Registers one Gymnasium id per task: ``D2K/<task_id>-v0``."""
+"""Registers one Gymnasium id per task: ``D2K/<task_id>-v0``.
+
+Light on purpose: ``import d2k_env`` runs this, and it finds tasks by their file names only, so
+registering every id imports neither torch nor Triton; ``gym.make`` imports the env (and them).
+"""
 
 from __future__ import annotations
 
 import gymnasium as gym
 
-from d2k_env.env import MAX_STEPS
-from d2k_env.task import task_ids
+from d2k_env.task import task_roots
+
+MAX_STEPS = 350  # the D2K-Bench turn budget
 
 
 def env_id(task_id: str) -> str:
@@ -13,9 +18,11 @@ def env_id(task_id: str) -> str:
 
 
 def register_all() -> list[str]:
-    """Register every task found under ``tasks/`` (idempotent); returns the ids."""
+    """Register every task of every task directory (idempotent: call it again after changing
+    ``D2K_TASKS_PATH``); returns the ids. A malformed task directory or a clash of ids is a
+    warning naming the path, never an exception."""
     ids = []
-    for task_id in task_ids():
+    for task_id in sorted(task_roots(warn=True)):
         gid = env_id(task_id)
         if gid not in gym.registry:
             gym.register(id=gid, entry_point="d2k_env.env:KernelEnv", kwargs={"task_id": task_id},

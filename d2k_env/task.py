@@ -1,6 +1,7 @@
 """Task specifications: what a kernel task is, and where its files live.
 
-A task ``<id>`` is made of four pieces, none of which live in ``d2k_env/``:
+A task ``<id>`` is made of four pieces, found under a *task directory* holding the four folders
+``tasks/``, ``baselines/``, ``references/`` and ``guidance/``:
 
 - ``tasks/<id>.py``: the declarative spec (module constants below) plus ``make_inputs``,
   ``roofline`` and optionally ``check``;
@@ -23,6 +24,11 @@ sentence stating the shape family the prompt promises, and ``heldout_workloads(r
 list[Workload]``, shapes of that family drawn from ``rng`` (a ``random.Random`` seeded from the
 submission's secret seed; ``smoke`` asks for sizes the CPU interpreter runs quickly). ``submit``
 checks them too, untimed: a kernel that only works on the published shapes scores 0.
+
+Task directories: the shipped tasks (the repository's top-level folders in a checkout; a wheel
+carries them inside the package, under ``d2k_env/builtin/``), then each directory named in
+``D2K_TASKS_PATH`` (``os.pathsep``-separated). Finding the tasks reads file names only: no spec
+is executed, so torch is not imported until a task is loaded.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import functools
 import importlib.util
 import os
 import random
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -39,13 +46,22 @@ from typing import Any, Callable
 GUIDANCE_LAYERS = ("L1", "L2", "L3")
 
 
-def project_root() -> Path:
-    """Directory holding ``tasks/``, ``baselines/``, ``references/`` and ``guidance/``.
+TASK_FOLDERS = ("tasks", "baselines", "references", "guidance")
+TASKS_PATH_VAR = "D2K_TASKS_PATH"
+# Where a wheel puts the shipped task directory (pyproject.toml maps the top-level folders there).
+_PACKAGED_TASKS = Path(__file__).resolve().parent / "builtin"
 
-    ``D2K_ROOT`` overrides it; otherwise the checkout this package was installed from.
-    """
-    env = os.environ.get("D2K_ROOT")
-    return Path(env).resolve() if env else Path(__file__).resolve().parent.parent
+
+def project_root() -> Path:
+    """The directory this package lies in: a checkout (with ``tests/``, ``benchmarks/`` and the
+    shipped tasks), or ``site-packages`` when installed from a wheel."""
+    return Path(__file__).resolve().parent.parent
+
+
+def builtin_root() -> Path:
+    """The task directory of the shipped tasks: inside the package when installed from a wheel,
+    else the checkout's top-level folders (an editable install or a plain checkout)."""
+    return _PACKAGED_TASKS if (_PACKAGED_TASKS / "tasks").is_dir() else project_root()
 
 
 @dataclass(frozen=True)
@@ -191,30 +207,102 @@ _REQUIRED = ("TITLE", "FAMILY", "SOURCES", "DESCRIPTION", "WORKLOADS", "SMOKE_WO
              "ALLOWED_TORCH", "make_inputs", "roofline")
 
 
-@functools.lru_cache(maxsize=None)
-def load_task(task_id: str, root: str | None = None) -> Task:
+def load_task(task_id: str, root: str | Path | None = None) -> Task:
     """Load ``tasks/<task_id>.py`` and check that every piece of the task exists.
 
-    ``task_id`` must be one of :func:`task_ids`: an id is a name, never a path, so no file outside
-    ``tasks/`` is ever executed as a spec (``../x`` or ``/tmp/x`` would be, joined to the directory).
+    Without ``root``, the task is looked up among every task directory (:func:`task_roots`).
+    ``task_id`` must be one of the ids found: an id is a name, never a path, so no file outside a
+    ``tasks/`` folder is ever executed as a spec (``../x`` or ``/tmp/x`` would be, joined to it).
     """
-    base = Path(root) if root else project_root()
-    known = task_ids(str(base))
+    if root is None:
+        roots = task_roots()
+        if task_id not in roots:
+            raise KeyError(f"unknown task {task_id!r} (known: {', '.join(sorted(roots)) or 'none'})")
+        root = roots[task_id]
+    return _load_task(task_id, str(root))
+
+
+@functools.lru_cache(maxsize=None)
+def _load_task(task_id: str, root: str) -> Task:
+    base = Path(root)
+    known = task_ids(base)
     if task_id not in known:
-        raise KeyError(f"unknown task {task_id!r} (known: {', '.join(known) or 'none'})")
+        raise KeyError(f"unknown task {task_id!r} in {base} (known: {', '.join(known) or 'none'})")
     path = base / "tasks" / f"{task_id}.py"
     spec = _load_module(path, f"d2k_tasks.{task_id}")
     missing = [attr for attr in _REQUIRED if not hasattr(spec, attr)]
     if missing:
         raise ValueError(f"{path} lacks {', '.join(missing)}")
-    task = Task(task_id, spec, base, list(spec.WORKLOADS), list(spec.SMOKE_WORKLOADS))
-    for p in (task.baseline_path, task.reference_path, *(task.guidance_path(l) for l in GUIDANCE_LAYERS)):
-        if not p.is_file():
-            raise FileNotFoundError(f"task {task_id!r} is missing {p.relative_to(base)}")
-    return task
+    return Task(task_id, spec, base, list(spec.WORKLOADS), list(spec.SMOKE_WORKLOADS))
 
 
-def task_ids(root: str | None = None) -> list[str]:
-    """Ids of every task under ``tasks/``, sorted."""
-    base = Path(root) if root else project_root()
-    return sorted(p.stem for p in (base / "tasks").glob("*.py") if not p.name.startswith("_"))
+def _task_files(base: Path, task_id: str) -> list[Path]:
+    """Every file task ``task_id`` needs under task directory ``base``."""
+    return [base / "tasks" / f"{task_id}.py", base / "baselines" / f"{task_id}.py",
+            base / "references" / f"{task_id}.py", *(base / "guidance" / task_id / f"{layer}.md"
+                                                      for layer in GUIDANCE_LAYERS)]
+
+
+def scan_task_dir(base: Path) -> tuple[list[str], list[str]]:
+    """The complete tasks of task directory ``base``, and a message per problem found (naming the
+    path): no such directory, no ``tasks/`` folder, an id that is no identifier, a missing piece."""
+    if not base.is_dir():
+        return [], [f"{base} is not a directory"]
+    if not (base / "tasks").is_dir():
+        return [], [f"{base} has no tasks/ folder (a task directory holds {', '.join(f + '/' for f in TASK_FOLDERS)})"]
+    ids, problems = [], []
+    for spec in sorted((base / "tasks").glob("*.py")):
+        task_id = spec.stem
+        if task_id.startswith("_"):
+            continue
+        if not task_id.isidentifier():
+            problems.append(f"{spec}: a task id must be a Python identifier; skipped")
+            continue
+        missing = [str(p.relative_to(base)) for p in _task_files(base, task_id) if not p.is_file()]
+        if missing:
+            problems.append(f"task {task_id!r} in {base} lacks {', '.join(missing)}; skipped")
+            continue
+        ids.append(task_id)
+    return ids, problems
+
+
+def task_dirs() -> list[Path]:
+    """The task directories searched, in order: the shipped tasks, then ``D2K_TASKS_PATH``'s
+    (each once: naming the shipped one again adds nothing)."""
+    dirs = [builtin_root()]
+    for entry in os.environ.get(TASKS_PATH_VAR, "").split(os.pathsep):
+        if entry and Path(entry).resolve() not in dirs:
+            dirs.append(Path(entry).resolve())
+    return dirs
+
+
+def discover() -> tuple[dict[str, Path], list[str]]:
+    """Every task id mapped to its task directory, and the problems met finding them, each naming
+    its path. An id that an earlier directory already defines is skipped: a user's task directory
+    cannot replace a shipped task."""
+    roots: dict[str, Path] = {}
+    problems: list[str] = []
+    for i, base in enumerate(task_dirs()):
+        ids, found = scan_task_dir(base)
+        problems += [f"{TASKS_PATH_VAR}: {p}" if i else p for p in found]
+        for task_id in ids:
+            if task_id in roots:
+                problems.append(f"{TASKS_PATH_VAR}: task {task_id!r} in {base} is already defined in "
+                                f"{roots[task_id]}; skipped")
+            else:
+                roots[task_id] = base
+    return roots, problems
+
+
+def task_roots(warn: bool = False) -> dict[str, Path]:
+    """Every task id mapped to its task directory; ``warn`` turns each problem into a warning."""
+    roots, problems = discover()
+    if warn:
+        for problem in problems:
+            warnings.warn(f"d2k-env: {problem}", RuntimeWarning, stacklevel=3)
+    return roots
+
+
+def task_ids(root: str | Path | None = None) -> list[str]:
+    """Ids of every task, sorted: of every task directory, or only of task directory ``root``."""
+    return sorted(scan_task_dir(Path(root))[0] if root is not None else task_roots())
