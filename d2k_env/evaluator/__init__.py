@@ -18,6 +18,7 @@ from pathlib import Path
 
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult, derive_seed, inputs_key
 from d2k_env.evaluator.policy_service import check_solution
+from d2k_env.evaluator.rules import advice
 from d2k_env.evaluator.sandbox import MEMORY_LIMIT, PhaseLimits, WorkerOutcome, absent_layers, run_worker
 from d2k_env.task import GUIDANCE_LAYERS, Task
 
@@ -85,8 +86,10 @@ class Evaluator:
         source = solution_path.read_text(errors="replace")
         violations = check_solution(source, self.task.allowed_torch)
         if violations:
+            # Each rule broken also says what an honest solution does instead, once.
             return EvalResult(mode, self.backend, error="[policy] solution.py breaks the rules; nothing was run:\n"
-                                                        + "\n".join(map(str, violations)))
+                                                        + "\n".join(map(str, violations)) + "\n"
+                                                        + advice(v.rule for v in violations))
         # Each worker reads the task from a fresh private copy; the check process's copy is made
         # after the solution process has exited, so nothing the solution did can touch it.
         seed = secrets.randbits(63) if seed is None else seed

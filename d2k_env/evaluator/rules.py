@@ -1,0 +1,273 @@
+"""Every rule the evaluator enforces, once: the names its verdicts put in brackets.
+
+Each rule has its threat classes (the numbered exploit classes of README's security section),
+where it is checked, what it refuses, what an honest solution does instead, and two examples.
+The verdict of a policy refusal, README's capability table and the prompt's capability lines
+are all read from here, so a rule is explained in one place. The examples of rules checked in the
+source are appended to :data:`SCAFFOLD` and checked by the policy in tests/test_rules.py.
+
+``python -m d2k_env.evaluator.rules`` rewrites README's table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+SOURCE = "source"  # the static policy (policy.py) refuses it in solution.py, before anything runs
+RUN = "run"  # the worker's guards, the checker or the sandbox refuse it while the solution runs
+LIMIT = "limit"  # a bound on what the policy analyses (size, time): its refused example says it in a comment
+
+# Prepended to the examples of every rule: a complete, honest solution minus its forward.
+SCAFFOLD = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def launch(x, block=1024):
+    y = torch.empty_like(x)
+    copy_kernel[(triton.cdiv(x.numel(), block),)](x, y, x.numel(), BLOCK=block)
+    return y
+'''
+# The torch allocators every shipped task allows: the examples are checked against these.
+EXAMPLE_TORCH = frozenset({"empty", "empty_like", "empty_strided"})
+
+_FORWARD = "def forward(x):\n    return launch(x)\n"
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str  # the bracketed name in verdicts
+    threats: tuple[int, ...]  # exploit classes it stops (README's security section)
+    checked: tuple[str, ...]  # SOURCE, RUN or LIMIT
+    refuses: str
+    instead: str  # the honest alternative, appended to a verdict that names the rule
+    refused: str  # an example the rule refuses (after SCAFFOLD)
+    allowed: str = _FORWARD  # an honest solution it accepts (after SCAFFOLD)
+
+
+def as_solution(example: str) -> str:
+    """A rule's example as the solution.py it stands for."""
+    return f"{SCAFFOLD}\n\n{example}"
+
+
+def _kernel(body: str, prelude: str = "") -> str:
+    """A solution whose own kernel has ``body`` as its middle line (the kernel-level examples)."""
+    return f'''{prelude}@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    {body}
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+
+def forward(x):
+    y = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+    return y
+'''
+
+
+RULES = (
+    # -- the static policy: checked on the source before anything runs --------------------------
+    Rule("syntax", (19,), (SOURCE,),
+         "a file that does not parse or cannot be analysed",
+         "Fix the syntax error the verdict names, and keep nesting shallow.",
+         "def forward(x)\n    return launch(x)\n"),
+    Rule("source-size", (19,), (LIMIT,),
+         "a solution.py over 256 KB",
+         "Compute tables in the kernel or at launch instead of pasting them into the source.",
+         "# 300 KB of pasted constants: TABLE = (0.125, 0.25, ...)\n" + _FORWARD),
+    Rule("policy-time", (19,), (LIMIT,),
+         "a source whose analysis takes over 10 s",
+         "Write ordinary code: honest kernels are analysed in well under a second.",
+         "# 90 KB of deeply nested expressions\n" + _FORWARD),
+    Rule("source-text", (3,), (SOURCE, RUN),
+         "line breaks other than `\\n` and `\\r\\n` (form feed, `\\x85`, `\\u2028`, ...)",
+         "Use plain `\\n` (or `\\r\\n`) line ends and no control characters.",
+         "# section one\x0c\n" + _FORWARD, "# section one\n" + _FORWARD),
+    Rule("no-kernel", (3,), (SOURCE, RUN),
+         "a `forward` that launches no `@triton.jit` kernel of solution.py",
+         "Define the kernel in solution.py and launch it from forward as `kernel[grid](...)`.",
+         "def forward(x):\n    return torch.empty_like(x)\n"),
+    Rule("forbidden-import", (4, 5, 6, 13), (SOURCE,),
+         "imports other than torch, triton, math, itertools, typing, dataclasses, logging, warnings and "
+         "functools' caches",
+         "Import only what the kernel needs; query devices through torch.cuda and pass settings as arguments.",
+         "import os\n\n\n" + _FORWARD,
+         "import math\n\n\ndef forward(x):\n    assert math.prod(x.shape) == x.numel()\n    return launch(x)\n"),
+    Rule("triton-internals", (5, 13), (SOURCE,),
+         "Triton's runtime, compiler, driver and knobs",
+         "Read device properties with `torch.cuda.get_device_properties(x.device)`.",
+         "def forward(x):\n    props = triton.runtime.driver.active.utils.get_device_properties(0)\n"
+         "    return launch(x, block=props[\"max_shared_mem\"] // 64)\n",
+         "def forward(x):\n    sms = torch.cuda.get_device_properties(x.device).multi_processor_count\n"
+         "    return launch(x, block=1024 if sms > 100 else 512)\n"),
+    Rule("torch-work", (3,), (SOURCE, RUN),
+         "torch compute outside your kernels (allocation, views and metadata only)",
+         "Do the arithmetic in a Triton kernel; use torch only to allocate outputs and reshape views.",
+         "def forward(x):\n    return torch.relu(launch(x))\n",
+         "def forward(x):\n    return launch(x.contiguous().view(-1)).view(x.shape)\n"),
+    Rule("introspection", (5, 6, 13), (SOURCE,),
+         "`eval`, `exec`, `open`, computed `getattr`, dunder, frame and private attributes",
+         "Call functions by name; `getattr(obj, \"name\", default)` with a literal name is fine.",
+         "def forward(x):\n    print(x.__class__)\n    return launch(x)\n",
+         "def forward(x):\n    warp = getattr(torch.cuda.get_device_properties(x.device), \"warp_size\", 32)\n"
+         "    return launch(x, block=32 * warp)\n"),
+    Rule("tampering", (5, 13), (SOURCE, RUN),
+         "assigning or deleting attributes",
+         "Pass settings as arguments or keep them in module-level constants.",
+         "def forward(x):\n    launch.block = 2048\n    return launch(x)\n",
+         "def forward(x):\n    return launch(x, block=2048)\n"),
+    Rule("module-rebinding", (3, 5), (SOURCE,),
+         "rebinding imported names; `match` statements",
+         "Give new values new names, and branch with if/elif.",
+         "def forward(x):\n    match x.dim():\n        case 1:\n            return launch(x)\n"
+         "    return launch(x.view(-1)).view(x.shape)\n",
+         "def forward(x):\n    if x.dim() == 1:\n        return launch(x)\n"
+         "    return launch(x.view(-1)).view(x.shape)\n"),
+    Rule("unbound-name", (3, 6), (SOURCE,),
+         "names nothing in the file binds",
+         "Import or define every name the file uses.",
+         "def forward(x):\n    return launch(x, block=np.int64(1024))\n",
+         "BLOCK = 1024\n\n\ndef forward(x):\n    return launch(x, block=BLOCK)\n"),
+    Rule("class-definition", (3, 7), (SOURCE,),
+         "classes other than `@dataclass` or `NamedTuple` records without dunder methods",
+         "Hold launch parameters in a frozen @dataclass or a NamedTuple and write functions for behaviour.",
+         "class Params:\n    block = 1024\n\n\ndef forward(x):\n    return launch(x, block=Params.block)\n",
+         "from dataclasses import dataclass\n\n\n@dataclass(frozen=True)\nclass Params:\n    block: int = 1024\n\n\n"
+         "def forward(x):\n    return launch(x, block=Params().block)\n"),
+    Rule("hidden-state", (2, 15), (SOURCE, RUN),
+         "tensors kept between calls, and state that changes from call to call (mutable defaults, "
+         "module-level iterators)",
+         "Recompute per call; a module-level dict of plain values keyed by shape or device, changed by name, is fine.",
+         "def forward(x, seen={}):\n    seen[x.shape] = True\n    return launch(x)\n",
+         "_BLOCKS = {}\n\n\ndef forward(x):\n    if x.numel() not in _BLOCKS:\n"
+         "        _BLOCKS[x.numel()] = min(4096, triton.next_power_of_2(x.numel()))\n"
+         "    return launch(x, block=_BLOCKS[x.numel()])\n"),
+    Rule("kernel-source", (3,), (SOURCE,),
+         "kernels not decorated with `@triton.jit` at module level",
+         "Decorate each module-level kernel with `@triton.jit` (and `@triton.autotune` or `@triton.heuristics`).",
+         "fast_copy = triton.jit(copy_kernel)\n\n\n" + _FORWARD),
+    Rule("try-except", (3,), (SOURCE,),
+         "`try`/`except` (a failing kernel must fail, not fall back)",
+         "Let a failing launch raise; check preconditions with `if` or `assert`.",
+         "def forward(x):\n    try:\n        return launch(x)\n    except RuntimeError:\n"
+         "        return launch(x, block=128)\n",
+         "def forward(x):\n    assert x.is_contiguous()\n    return launch(x)\n"),
+    Rule("gpu-compile", (3,), (SOURCE, RUN),
+         "kernel code Triton's GPU compiler refuses (break, lambda, chained comparisons, ...)",
+         "Write kernels as the GPU compiles them: masks with `&`, loops over range or tl.range.",
+         _kernel("mask = 0 <= offs < n"), _kernel("mask = (offs >= 0) & (offs < n)")),
+    Rule("non-constexpr-global", (3,), (SOURCE,),
+         "kernels reading module-level numbers that are not `tl.constexpr`",
+         "Bind module-level numbers read in kernels as `NAME = tl.constexpr(value)`, or pass them as arguments.",
+         _kernel("mask = offs < n * SCALE", "SCALE = 1\n\n\n"),
+         _kernel("mask = offs < n * SCALE", "SCALE = tl.constexpr(1)\n\n\n")),
+    Rule("module-dunder", (2, 15), (SOURCE,),
+         "binding module dunders other than `__all__`",
+         "Keep self-tests under `if __name__ == \"__main__\":` without binding `__name__`; `__all__` is fine.",
+         "__name__ = \"__main__\"\n\n\n" + _FORWARD, "__all__ = [\"forward\"]\n\n\n" + _FORWARD),
+    Rule("format-string", (6, 11), (SOURCE,),
+         "`str.format` fields that walk attributes or items",
+         "Pass the values themselves: `\"{}\".format(y.dtype)` or an f-string.",
+         "def forward(x):\n    print(\"{0.dtype}\".format(x))\n    return launch(x)\n",
+         "def forward(x):\n    print(\"{}\".format(x.dtype))\n    return launch(x)\n"),
+    # -- at run time: the worker's guards, the checker, the sandbox (refused examples are fragments) ---
+    Rule("launch-args", (3, 5), (RUN,),
+         "kernel arguments other than tensors, numbers, strings and dtypes, and autotune hooks",
+         "Pass tensors and numbers to kernels; autotune's reset_to_zero and restore_value are fine.",
+         "copy_kernel[grid](x, y, {\"n\": x.numel()}, BLOCK=1024)",
+         "def forward(x):\n    y = torch.empty_like(x)\n"
+         "    copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)\n    return y\n"),
+    Rule("side-stream", (4,), (RUN,),
+         "launches on another CUDA stream",
+         "Launch every kernel on the current stream.",
+         "with torch.cuda.stream(side):\n    copy_kernel[grid](x, y, n, BLOCK=1024)"),
+    Rule("threads", (4,), (RUN,),
+         "threads left running by `forward`",
+         "Do the work in forward itself, with kernels.",
+         "threading.Thread(target=launch, args=(x,)).start()"),
+    Rule("output-type", (7,), (RUN,),
+         "outputs that are not plain `torch.Tensor`s on the inputs' device",
+         "Return tensors allocated with torch.empty or torch.empty_like on the inputs' device.",
+         "return LazyOutput(x)  # a torch.Tensor subclass"),
+    Rule("aliasing", (8,), (RUN,),
+         "outputs sharing storage with an input",
+         "Allocate every output with torch.empty or torch.empty_like.",
+         "return x"),
+    Rule("input-mutation", (8,), (RUN,),
+         "inputs changed by `forward`",
+         "Write only to tensors forward allocated.",
+         "copy_kernel[grid](y, x, n, BLOCK=1024)"),
+    Rule("degenerate", (10,), (RUN,),
+         "a constant output where the expected one varies",
+         "Compute every element from the inputs.",
+         "return torch.zeros_like(x)"),
+    Rule("late-corruption", (2, 15), (RUN,),
+         "outputs that go wrong after the timed calls",
+         "Recompute from the inputs on every call.",
+         "return _replay[x.data_ptr()]"),
+    Rule("profiler-coverage", (3,), (RUN,),
+         "under 75% of `forward`'s GPU time in your own kernels",
+         "Do the work in your kernels; torch only allocates.",
+         "y = torch.mm(a, b)  # with a token kernel launch beside it"),
+    Rule("below-roofline", (9, 18), (RUN,),
+         "a time more than 10% under the roofline floor",
+         "Do all of the work: no kernel beats the memory bandwidth.",
+         "copy_kernel[(1,)](x, y, 16, BLOCK=16)  # skips most of the rows"),
+    Rule("l2-persistence", (16, 18), (RUN,),
+         "persisting-L2 set-asides and access-policy windows",
+         "Rely on the kernel's access pattern; `eviction_policy` hints on tl.load are fine.",
+         "stream.access_policy_window = window"),
+    Rule("out-of-bounds", (6, 20), (RUN,),
+         "loads or stores outside the launch's tensors",
+         "Mask every load and store with the tensor's bounds.",
+         "tl.store(y_ptr + offs, v)  # no mask"),
+    Rule("memory", (19,), (RUN,),
+         "an evaluation over its memory limit",
+         "Allocate only the outputs and the scratch the kernel needs.",
+         "scratch = torch.empty(1 << 40, device=x.device)"),
+    Rule("forged-result", (14,), (RUN,),
+         "results from anything but the harness's own channel",
+         "Return outputs from forward; nothing printed counts.",
+         "os.write(3, b'{\"correct\": true}')"),
+)
+
+BY_ID = {rule.id: rule for rule in RULES}
+
+
+def advice(rule_ids) -> str:
+    """What to do instead, one line per distinct rule in ``rule_ids`` (in their order)."""
+    return "\n".join(f"[{rid}] instead: {BY_ID[rid].instead}" for rid in dict.fromkeys(rule_ids) if rid in BY_ID)
+
+
+def table() -> str:
+    """README's capability table, in markdown."""
+    rows = ["| rule | checked | refuses | do instead |", "|---|---|---|---|"]
+    for r in RULES:
+        cells = (f"`[{r.id}]`", ", ".join(r.checked), r.refuses, r.instead)
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+BEGIN, END = "<!-- capability table: python -m d2k_env.evaluator.rules -->", "<!-- end of capability table -->"
+
+
+def readme_with_table(text: str) -> str:
+    """``text`` with the table between the markers replaced by :func:`table`."""
+    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
+    if not pattern.search(text):
+        raise ValueError(f"README.md has no {BEGIN} ... {END} block")
+    return pattern.sub(lambda _: f"{BEGIN}\n{table()}\n{END}", text)
+
+
+if __name__ == "__main__":
+    README.write_text(readme_with_table(README.read_text()))
