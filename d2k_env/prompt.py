@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from d2k_env import tools
+from d2k_env.evaluator import rules
 from d2k_env.task import Task, Workload
 
 LAYER_NAMES = {"L1": "L1 - algorithm", "L2": "L2 - dataflow", "L3": "L3 - low-level GPU realisation"}
@@ -29,17 +30,19 @@ def workload_table(task: Task, workloads: list[Workload]) -> str:
     return "\n".join(rows)
 
 
-# What the policy and the sandbox allow, in a few lines (README's security section has the rules).
+# What a solution may do, and the rules an honest kernel author could run into, read from the rule
+# registry (README's security section has them all); the rest follow from the contract or never
+# come up in ordinary code.
+PROMPT_RULES = ("forbidden-import", "triton-internals", "torch-work", "introspection", "tampering", "hidden-state",
+                "try-except", "gpu-compile", "side-stream", "threads")
 CAPABILITIES = (
     "Ordinary Python is fine: typing annotations, @dataclass and NamedTuple records, "
     "logging.getLogger(__name__), warnings.warn, functools.lru_cache, module-level caches of plain values "
     "(block sizes keyed by shape or device), helpers that build autotune configs, @triton.autotune and "
     "@triton.heuristics, getattr with a literal name, torch.cuda.device contexts and device queries. "
-    "Not allowed: files, the environment, processes, threads, the network (os, sys, subprocess, threading, "
-    "ctypes, importlib, inspect, gc, pickle, open, eval/exec), dunder and frame attributes, torch compute "
-    "outside your kernels (only allocation, views and metadata), streams, events and CUDA graphs, tensors "
-    "kept between calls, and state that changes from call to call. Every evaluation runs in a sandbox: "
-    "it can write only its own scratch directory."
+    "Not allowed (a refusal names its rule in brackets and says what to do instead): "
+    + "; ".join(f"{rules.BY_ID[rid].refuses} [{rid}]" for rid in PROMPT_RULES)
+    + ". Every evaluation runs in a sandbox: it can write only its own scratch directory."
 )
 
 
