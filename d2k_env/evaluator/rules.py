@@ -156,10 +156,13 @@ RULES = (
          "Decorate each module-level kernel with `@triton.jit` (and `@triton.autotune` or `@triton.heuristics`).",
          "fast_copy = triton.jit(copy_kernel)\n\n\n" + _FORWARD),
     Rule("try-except", (3,), (SOURCE,),
-         "`try`/`except` (a failing kernel must fail, not fall back)",
-         "Let a failing launch raise; check preconditions with `if` or `assert`.",
+         "`try`/`except` but an import fallback at module level (a failing kernel must fail, not fall back)",
+         "Let a failing launch raise and check preconditions with `if` or `assert`; "
+         "`try: <imports> except ImportError: <imports>` at module level is fine.",
          "def forward(x):\n    try:\n        return launch(x)\n    except RuntimeError:\n"
          "        return launch(x, block=128)\n",
+         "try:\n    from triton.language.extra.cuda import libdevice\nexcept ImportError:\n"
+         "    from triton.language.extra import libdevice\n\n\n"
          "def forward(x):\n    assert x.is_contiguous()\n    return launch(x)\n"),
     Rule("gpu-compile", (3,), (SOURCE, RUN),
          "kernel code Triton's GPU compiler refuses (break, lambda, chained comparisons, ...)",
