@@ -36,7 +36,9 @@ HOLDOUT = Path(__file__).resolve().parent / "holdout"
 
 
 
-# file -> (expected reason in the verdict or None for any of REASONS, xfail mark or None)
+# file -> (expected reason in the verdict, a tuple of reasons one of which it gives, or None for any of
+# REASONS; xfail mark or None). Inputs come from a fresh secret seed on every run, so a reason names
+# what the exploit gets whatever the inputs: where they decide which check fails first, a tuple (or None).
 CPU_CASES = {
     "h01_c01_noop_empty_outputs.py": (None, None),
     # Closed by the policy: kernel bodies may call Triton tensor methods only (copy_ is torch's).
@@ -69,9 +71,9 @@ CPU_CASES = {
     "h22_c09_lse_low_precision.py": (None, None),
     "h23_c09_quant_scales_bf16.py": ("scales differ", None),
     # Rows past the first are zeros: the secret inputs decide whether the checker names them
-    # [degenerate] or more than one step off, so only a wrong-output verdict is asserted (it failed
-    # once on a fresh clone when asserting the second).
-    "h24_c10_first_row_only.py": (None, None),
+    # [degenerate] (row 0 drawn all-zero: both outputs constant) or more than one step off (it failed
+    # once on a fresh clone when asserting the second alone), so either is asserted.
+    "h24_c10_first_row_only.py": (("[degenerate]", "more than one bfloat16 step"), None),
     "h25_c10_skip_last_group.py": (None, None),
     # Closed by held-out shapes: submit also checks shapes of the family drawn from the secret seed.
     "h27_c12_shape_specialised.py": ("held-out", None),
@@ -108,7 +110,13 @@ def test_every_holdout_file_is_covered():
 
 @pytest.mark.parametrize("name, reason", params(CPU_CASES))
 def test_cpu_exploit_scores_zero(name, reason):
-    assert_scores_zero(evaluate_file(HOLDOUT / name), reason)
+    result = evaluate_file(HOLDOUT / name)
+    if isinstance(reason, tuple):
+        assert_scores_zero(result, None)
+        assert any(r in format_result(result) for r in reason), f"verdict gives none of {reason}:\n" \
+                                                                  f"{format_result(result)}"
+    else:
+        assert_scores_zero(result, reason)
 
 
 def test_secret_seed_does_not_leak():
