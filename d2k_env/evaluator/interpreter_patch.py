@@ -50,6 +50,8 @@ import triton.language as tl
 from triton._C.libtriton import ir
 from triton.runtime import interpreter
 
+from d2k_env.evaluator.guard_bands import usable_span
+
 TensorHandle = interpreter.TensorHandle
 Builder = interpreter.InterpreterBuilder
 
@@ -257,8 +259,18 @@ def _storage_ranges(args) -> list[tuple[int, int]]:
             ranges += _storage_ranges([arg.base])
         elif isinstance(arg, torch.Tensor):
             storage = arg.untyped_storage()
-            ranges.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+            guarded = usable_span(storage.data_ptr())
+            if guarded is None:
+                ranges.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+            else:  # an input in guard bands: the input itself, and whatever the view passed reaches
+                ranges += [guarded, _extent(arg)]
     return ranges
+
+
+def _extent(t: torch.Tensor) -> tuple[int, int]:
+    """[start, end) of the bytes a view reaches through its shape and strides."""
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
+    return t.data_ptr(), t.data_ptr() + span * t.element_size()
 
 
 def _patch_host_args(stock_init_args_hst, memory: _BoundsCheckedMemory):
