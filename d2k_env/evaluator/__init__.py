@@ -13,10 +13,12 @@ import signal
 import stat
 import shutil
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult, derive_seed, inputs_key
+from d2k_env.evaluator.memcheck import ABSENT, MEMCHECK_EXIT, find_memcheck, first_report, never_attached
 from d2k_env.evaluator.policy_service import check_solution
 from d2k_env.evaluator.rules import advice
 from d2k_env.evaluator.sandbox import MEMORY_LIMIT, PhaseLimits, WorkerOutcome, absent_layers, run_worker
@@ -44,11 +46,13 @@ class Evaluator:
     then a solution process (runs, times, saves outputs), then a check process that never sees the
     solution (expected outputs, comparison). ``cache_dir`` holds the Triton cache, so unchanged
     kernels are not recompiled between evaluations; ceilings (bandwidth, GEMM rate) measured by the
-    first timed evaluation are reused by later ones.
+    first timed evaluation are reused by later ones. On the GPU a ``submit`` that passed runs its
+    held-out shapes once more under compute-sanitizer's memcheck where the machine has it
+    (``memcheck=False`` skips that; the result's ``sandbox["memcheck"]`` says what happened).
     """
 
     def __init__(self, task: Task, backend: str = "auto", cache_dir: str | Path | None = None,
-                 limits: PhaseLimits | None = None, time_budget_s: float = 3.0):
+                 limits: PhaseLimits | None = None, time_budget_s: float = 3.0, memcheck: bool = True):
         self.task = task
         self.backend = resolve_backend(backend)
         self._own_cache = None if cache_dir else tempfile.TemporaryDirectory(prefix="d2k-triton-")
@@ -56,6 +60,7 @@ class Evaluator:
         self.limits = limits or PhaseLimits()
         self.time_budget_s = time_budget_s
         self.ceilings: dict[str, float] | None = None
+        self.memcheck = memcheck
         _say_absent_layers()
 
     @property
@@ -115,6 +120,12 @@ class Evaluator:
                     workloads=[n for n in names if n in passed],
                     heldout=[w for w in heldout if w["name"] in passed]))
                 result = merge_check(result, check)
+            # Once the published shapes pass: a stray store may also have made a held-out shape wrong,
+            # and the checker's verdict names the cause.
+            held = {w["name"] for w in heldout}
+            if mode == "submit" and self.can_time and heldout and result.error is None and \
+                    all(w.correct for w in result.workloads if w.name not in held):
+                result = self._memcheck(req, result, Path(private))
         held = {w["name"] for w in heldout}
         for w in result.workloads:
             w.heldout = w.name in held
@@ -135,6 +146,39 @@ class Evaluator:
                     w.speedup = w.speedup_ci = w.solution_ms = w.baseline_ms = None
         result.output = outcome.output
         result.sandbox = {**outcome.layers, **{k: v for k, v in result.sandbox.items() if k == "seccomp"}}
+        return result
+
+    def _memcheck(self, req: EvalRequest, result: EvalResult, private: Path) -> EvalResult:
+        """The held-out shapes once more, under the GPU memory checker: an invalid access (named on the
+        held-out shape it broke, over any wrong values there), or a run that does not end cleanly
+        under it (the solution could have killed it), scores 0."""
+        tool = find_memcheck() if self.memcheck else None
+        if tool is None:
+            result.sandbox["memcheck"] = ABSENT if self.memcheck else "off: Evaluator(memcheck=False)"
+            return result
+        outputs = private / "memcheck-outputs"
+        outputs.mkdir()
+        checked = dataclasses.replace(req, mode="test", workloads=[], memcheck=True, nonce=secrets.token_hex(16),
+                                      outputs_dir=str(outputs),
+                                      root=str(snapshot_task(self.task, private / "memcheck")))
+        started = time.monotonic()
+        outcome = run_worker(checked, limits=self.limits, triton_cache=self.cache_dir, interpret=False, memcheck=tool)
+        run = self._read_result(checked, outcome.result) if outcome.result is not None else None
+        layers = {**outcome.layers, **{k: v for k, v in (run.sandbox if run else {}).items() if k == "seccomp"}}
+        # The tool's own exit (a positive status: a signal would mean it was killed) with its own words.
+        if outcome.returncode not in (None, 0, MEMCHECK_EXIT) and outcome.returncode > 0 and \
+                never_attached(outcome.memcheck_log):
+            result.sandbox["memcheck"] = (f"absent: compute-sanitizer {tool.version} could not attach to a worker "
+                                          f"inside the sandbox; the held-out shapes ran without a GPU memory checker")
+            return result
+        result.sandbox["memcheck"] = (f"compute-sanitizer {tool.version} memcheck on the held-out shapes, "
+                                      f"{time.monotonic() - started:.1f} s, under " +
+                                      "; ".join(f"{k}: {v}" for k, v in layers.items()))
+        if problem := memcheck_problem(checked, outcome, run):
+            failed = [w.name for w in (run.workloads if run else []) if not w.correct]
+            held = [w for w in result.workloads if w.name in {h["name"] for h in req.heldout}]
+            target = next((w for w in held if w.name in failed), held[0])
+            target.correct, target.message = False, problem
         return result
 
     def _read_result(self, req: EvalRequest, data: dict) -> EvalResult:
@@ -176,6 +220,21 @@ def _death(req: EvalRequest, outcome: WorkerOutcome) -> str:
         return (f"[memory] {who} ran out of memory (limit {MEMORY_LIMIT / 2**30:.0f} GiB per evaluation; exit "
                 f"status {_exit_status(outcome.returncode)})")
     return f"{who} process died (exit status {_exit_status(outcome.returncode)}) before reporting"
+
+
+def memcheck_problem(req: EvalRequest, outcome: WorkerOutcome, run: EvalResult | None) -> str | None:
+    """The verdict of a run under the memory checker, or None when it ran clean. Its exit status
+    decides (the solution, a process below it, cannot set it); its log only gives the message."""
+    if outcome.returncode == MEMCHECK_EXIT:
+        report = first_report(outcome.memcheck_log)
+        return f"[out-of-bounds] compute-sanitizer memcheck on the held-out shapes: {report}"
+    if run is None or outcome.returncode != 0:
+        why = _death(req, outcome) if run is None else f"exit status {_exit_status(outcome.returncode)}"
+        return f"the held-out shapes did not run to the end under compute-sanitizer memcheck ({why})"
+    if not run.correct:
+        wrong = next((f"{w.name}: {w.message}" for w in run.workloads if not w.correct), run.error)
+        return f"under compute-sanitizer memcheck, {wrong}"
+    return None
 
 
 def _exit_status(returncode: int | None) -> str:

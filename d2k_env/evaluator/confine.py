@@ -40,7 +40,7 @@ import resource
 
 _SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
 _LANDLOCK_CREATE_RULESET_VERSION = 1
-_LANDLOCK_RULE_PATH_BENEATH = 1
+_LANDLOCK_RULE_PATH_BENEATH, _LANDLOCK_RULE_NET_PORT = 1, 2
 _FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1, 2, 4, 8
 _FS_WRITE_TREE = (16 | 32 | 64 | 128 | 256 | 512 | 1024 | 2048 | 4096)  # remove/make dir, file, char, ...
 _FS_REFER, _FS_TRUNCATE = 8192, 16384
@@ -55,6 +55,10 @@ _FILE_RIGHTS = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE  # th
 class _RulesetAttr(ctypes.Structure):
     _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
                 ("scoped", ctypes.c_uint64)]
+
+
+class _NetPortAttr(ctypes.Structure):
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -82,7 +86,7 @@ def _fs_rights(abi: int) -> int:
     return rights
 
 
-def _landlock(read: list[str], write: list[str], devices: list[str], abi: int) -> str:
+def _landlock(read: list[str], write: list[str], devices: list[str], abi: int, tcp_ports: list[int]) -> str:
     handled = _fs_rights(abi)
     attr = _RulesetAttr(handled, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
                         _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
@@ -101,13 +105,19 @@ def _landlock(read: list[str], write: list[str], devices: list[str], abi: int) -
                               (own_threads, _READ | writes)):
             for path in paths:
                 _allow(ruleset, path, rights)
+        for port in tcp_ports if abi >= 4 else []:
+            rule = _NetPortAttr(_NET_BIND_TCP | _NET_CONNECT_TCP, port)
+            if _libc.syscall(_SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_LANDLOCK_RULE_NET_PORT),
+                             ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+                raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for TCP port {port}")
         if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
         if _libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
     finally:
         os.close(ruleset)
-    extras = [x for x, on in (("no TCP", abi >= 4), ("scoped signals and abstract sockets", abi >= 6)) if on]
+    tcp = f"TCP only on ports {tcp_ports[0]}-{tcp_ports[-1]}, the memory checker's" if tcp_ports else "no TCP"
+    extras = [x for x, on in ((tcp, abi >= 4), ("scoped signals and abstract sockets", abi >= 6)) if on]
     return f"ABI {abi}" + (f" ({', '.join(extras)})" if extras else "")
 
 
@@ -254,15 +264,17 @@ class Confinement:
     (``/dev/null``, the GPU's); ``uid`` the user id to drop to when running as root (None: stay);
     ``memory_bytes`` the address-space limit (None: none, as CUDA reserves terabytes of it);
     ``cgroup_bytes`` the memory cgroup's limit (resident memory, where a cgroup can be made);
-    ``processes`` whether the worker may start programs.
+    ``processes`` whether the worker may start programs; ``tcp_ports`` the only TCP ports it may bind
+    and connect to (the GPU memory checker talks to its target over them), none by default.
     """
 
     def __init__(self, read: list[str], write: list[str], devices: list[str], uid: int | None,
                  memory_bytes: int | None, cgroup_bytes: int, processes: bool, max_processes: int = 512,
-                 file_size: int = 4 * 2**30, cpu_seconds: int = 3600):
+                 file_size: int = 4 * 2**30, cpu_seconds: int = 3600, tcp_ports: list[int] | None = None):
         self.read, self.write, self.devices = read, write, devices
         self.uid, self.memory_bytes, self.cgroup_bytes, self.processes = uid, memory_bytes, cgroup_bytes, processes
         self.max_processes, self.file_size, self.cpu_seconds = max_processes, file_size, cpu_seconds
+        self.tcp_ports = tcp_ports or []
 
     def to_json(self) -> str:
         return json.dumps(vars(self))
@@ -291,7 +303,7 @@ class Confinement:
                              "no address-space limit") + \
             (f", {self.max_processes} tasks" if own_uid else ", no task limit (the user's count is shared)")
         abi = landlock_abi()
-        layers["landlock"] = _landlock(self.read, self.write, self.devices, abi) if abi else \
+        layers["landlock"] = _landlock(self.read, self.write, self.devices, abi, self.tcp_ports) if abi else \
             "absent: this kernel has no Landlock; reads and writes are limited by file permissions only"
         if os.geteuid() != 0:
             layers["uid"] = f"{os.geteuid()} (not root: nothing to drop)"

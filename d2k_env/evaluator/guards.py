@@ -221,7 +221,7 @@ def harness_fingerprint() -> dict[str, int]:
     from d2k_env.evaluator import timing
     targets.update({f"timing.{name}": getattr(timing, name) for name in
                     ("time_pair", "time_batch", "graph_time", "measure_ceilings", "_stats", "_stream_times",
-                     "_best_event_time")})
+                     "_best_event_time", "speedup_interval")})
     targets["timing.L2Flusher.__call__"] = timing.L2Flusher.__call__
     # The names LaunchCounter.note_l2 calls through this module's globals.
     targets["guards.persisting_l2_bytes"] = persisting_l2_bytes

@@ -39,6 +39,7 @@ class EvalRequest:
     solution_source: str | None = None  # the text the policy checked, which the worker runs (None: the file)
     heldout: list[dict] = field(default_factory=list)  # held-out shapes: name and params, untimed
     nonce: str = ""  # the env's: every message on the result channel must carry it (see reaper)
+    memcheck: bool = False  # a run under the GPU memory checker (held-out shapes of a submit): no profiler
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

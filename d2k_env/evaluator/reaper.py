@@ -1,7 +1,7 @@
 """The supervisor between the env and an evaluation worker: no process the evaluation starts outlives it.
 
-Run by :mod:`d2k_env.evaluator.sandbox` as ``python -I -S reaper.py CHANNEL_FD STATUS_FD PARENT_PID``
-(a script, not ``-m``: the package, and torch with it, is never imported here). It never runs agent
+Run by :mod:`d2k_env.evaluator.sandbox` as ``python -I -S reaper.py CHANNEL_FD STATUS_FD PARENT_PID
+CONFINEMENT [LAUNCHER]`` (LAUNCHER: a JSON argv prefix, e.g. the GPU memory checker; a script, not ``-m``: the package, and torch with it, is never imported here). It never runs agent
 code. It makes itself the *child subreaper* of everything below it (Linux ``PR_SET_CHILD_SUBREAPER``),
 so an orphan under it (a fork that called ``setsid()`` or ``setpgid()``, a double fork) is
 re-parented to it rather than to init: nothing below can leave its process tree. Then it starts the
@@ -9,8 +9,9 @@ worker (``python -m d2k_env.evaluator.worker CHANNEL_FD``, stdin/stdout/stderr i
 the kernel if the supervisor dies) and waits for a stop request: SIGTERM (or SIGINT, SIGHUP, SIGQUIT),
 sent by the env when the evaluation is over, or by the kernel when the env dies (the env sets
 ``PR_SET_PDEATHSIG`` before exec). On a stop it SIGKILLs every descendant, again and again until
-none is left, reaps them all, writes one JSON line to STATUS_FD (the worker's exit status, how many
-other processes it reaped, whether it finished in time) and exits.
+none is left (a launcher first gets ``LAUNCHER_GRACE_S`` to exit by itself), reaps them all,
+writes one JSON line to STATUS_FD (the worker's exit status, how many other processes it reaped,
+whether it finished in time) and exits.
 
 What it cannot stop: a process of the same user may SIGKILL it before it cleans up (its orphans
 then go to init); the env then kills the worker's process group, and what it can still find under
@@ -33,6 +34,9 @@ PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
 CLEANUP_S = 10.0  # how long the supervisor keeps killing (a process in uninterruptible sleep dies late)
+# How long a launcher (the GPU memory checker, which starts the worker and reports on it once the
+# worker has exited) gets to finish by itself after a stop request, before it is killed.
+LAUNCHER_GRACE_S = 20.0
 WORKER_MODULE = "d2k_env.evaluator.worker"
 
 # Resolved at import, so that a forked child (the sandbox's preexec_fn in a threaded env) never dlsyms.
@@ -152,10 +156,11 @@ def _load_confine():
     return module
 
 
-def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, cgroup) -> int:
+def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, cgroup, launcher: list[str]) -> int:
     """Fork the worker: it joins the evaluation's cgroup, confines itself, reports the layers on
-    ``layers_fd`` (closed by the exec) and execs. Nothing of the solution has run yet."""
-    argv = [sys.executable, "-m", WORKER_MODULE, str(channel_fd),
+    ``layers_fd`` (closed by the exec) and execs, through ``launcher`` when one is given (a program
+    that runs the worker as its child, confined alike). Nothing of the solution has run yet."""
+    argv = [*launcher, sys.executable, "-m", WORKER_MODULE, str(channel_fd),
             "processes" if confinement.processes else "no-processes"]
     me = os.getpid()
     pid = os.fork()
@@ -174,7 +179,7 @@ def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, c
             os.write(layers_fd, json.dumps(layers).encode())
             os.set_inheritable(channel_fd, True)
             signal.pthread_sigmask(signal.SIG_SETMASK, ())
-            os.execv(sys.executable, argv)
+            os.execv(argv[0], argv)
         except BaseException as exc:  # noqa: BLE001
             try:
                 os.write(2, f"d2k supervisor: cannot start the worker: {exc!r}\n".encode())
@@ -239,6 +244,13 @@ class Reaped:
                 self.others += 1
 
 
+def await_worker(reaped: Reaped, deadline_s: float) -> None:
+    """Reap until the worker has exited or the deadline passes (a launcher's report comes at its exit)."""
+    end = time.monotonic() + deadline_s
+    while reaped.reap() and reaped.status is None and time.monotonic() < end:
+        signal.sigtimedwait({signal.SIGCHLD}, 0.05)
+
+
 def take_down(reaped: Reaped, deadline_s: float = CLEANUP_S) -> bool:
     """Kill and reap every descendant; True when none is left (before the deadline)."""
     end = time.monotonic() + deadline_s
@@ -255,6 +267,7 @@ def main(argv: list[str]) -> int:
     # Stop requests wait in the mask until sigwait takes them; SIGCHLD too (for sigtimedwait).
     signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     channel_fd, status_fd, parent = int(argv[1]), int(argv[2]), int(argv[3])
+    launcher = json.loads(argv[5]) if len(argv) > 5 else []
     os.set_inheritable(status_fd, False)
     os.set_inheritable(channel_fd, False)
     report: dict = {"worker": None, "others": 0, "clean": False, "subreaper": False, "oom_kills": 0}
@@ -272,7 +285,7 @@ def main(argv: list[str]) -> int:
         stdin_read, stdin_write = os.pipe()
         layers_read, layers_write = os.pipe()
         try:
-            worker = _spawn_worker(worker_end, stdin_read, layers_write, confinement, cgroup)
+            worker = _spawn_worker(worker_end, stdin_read, layers_write, confinement, cgroup, launcher)
         except OSError as exc:
             report["error"] = f"cannot start the worker: {exc}"
         for fd in (worker_end, stdin_read, layers_write):
@@ -295,6 +308,8 @@ def main(argv: list[str]) -> int:
     if worker is not None:  # reap what ends meanwhile (orphans included) until asked to stop
         while signal.sigwait(STOP_SIGNALS | {signal.SIGCHLD}) == signal.SIGCHLD:
             reaped.reap()
+        if launcher:
+            await_worker(reaped, LAUNCHER_GRACE_S)
     report["clean"] = take_down(reaped)
     report["worker"], report["others"] = reaped.status, reaped.others
     if cgroup is not None:

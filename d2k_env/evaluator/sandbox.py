@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import fcntl
+import functools
 import glob
 import json
 import os
@@ -34,6 +36,8 @@ import select
 import shutil
 import signal
 import site
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -44,6 +48,7 @@ from pathlib import Path
 
 from d2k_env.evaluator import reaper
 from d2k_env.evaluator.confine import Confinement, landlock_abi, reachable_by_others
+from d2k_env.evaluator.memcheck import LOG_NAME, MemcheckTool, read_log
 from d2k_env.evaluator.protocol import EvalRequest
 
 FILE_SIZE_LIMIT = 4 * 2**30  # per file the child writes: saved outputs of the largest workloads fit
@@ -67,7 +72,8 @@ _CLONE_NEWNET = 0x40000000
 # Resolved here: the preexec_fn runs in a forked child of a possibly threaded env, where dlopen may deadlock.
 _UNSHARE = getattr(ctypes.CDLL(None, use_errno=True), "unshare", None)
 # How long the env waits for the supervisor to report that the tree is down; then it kills the tree itself.
-SUPERVISOR_GRACE_S = reaper.CLEANUP_S + 5
+SUPERVISOR_GRACE_S = reaper.CLEANUP_S + reaper.LAUNCHER_GRACE_S + 5
+_SIOCSIFFLAGS, _IFF_UP = 0x8914, 0x1
 
 
 PHASES = ("load", "ceilings", "check", "verify", "time", "profile")  # what the worker announces
@@ -94,6 +100,7 @@ class WorkerOutcome:
     strays: int = 0  # processes besides the worker that the supervisor reaped (orphans, leftovers it killed)
     layers: dict[str, str] = field(default_factory=dict)  # the sandbox's layers and their state, by name
     oom_kills: int = 0  # processes its memory cgroup's limit killed
+    memcheck_log: str = ""  # the GPU memory checker's log, when the worker ran under it
 
 
 class OutputTail:
@@ -120,19 +127,22 @@ class OutputTail:
         return text
 
 
-def _limit_child() -> None:
+def _limit_child(loopback: bool) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
     resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
     resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
     try:  # a private network namespace has no interfaces but a down loopback: no network at all
-        _UNSHARE(_CLONE_NEWNET)
+        if _UNSHARE(_CLONE_NEWNET) == 0 and loopback:
+            # The memory checker reaches its target over TCP on loopback: up, in this namespace only.
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sh22x", b"lo", _IFF_UP))
     except (OSError, TypeError):
         pass
 
 
-def _start_supervisor() -> None:
+def _start_supervisor(loopback: bool) -> None:
     """In the supervisor before exec: the limits, and SIGTERM (its stop request) when the env dies."""
-    _limit_child()
+    _limit_child(loopback)
     reaper.prctl(reaper.PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
@@ -181,10 +191,12 @@ def absent_layers() -> list[str]:
 
 
 def confinement_for(scratch: str, triton_cache: Path, task_root: str, outputs_dir: str, role: str,
-                    interpret: bool) -> Confinement:
+                    interpret: bool, memcheck: MemcheckTool | None = None, port: int = 0) -> Confinement:
     """What a worker may reach: read the system, Python, the package and its task snapshot; write its
     scratch, the Triton cache and (the solution role only) the outputs directory; on the
-    interpreter, no address space beyond its limit and no helper programs."""
+    interpreter, no address space beyond its limit and no helper programs. Under the GPU memory
+    checker: read its install tree too, and use its TCP ports (in the private network namespace,
+    where one can be made, they reach nothing but the evaluation's own loopback)."""
     package = os.path.join(_PACKAGE_PARENT, "d2k_env")
     triton_cache.mkdir(parents=True, exist_ok=True)  # a rule needs a path that exists
     writable = [scratch, str(triton_cache)] + ([outputs_dir] if role == "solution" else [])
@@ -195,40 +207,50 @@ def confinement_for(scratch: str, triton_cache: Path, task_root: str, outputs_di
     cuda_home = [p for p in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")) if p]
     return Confinement(
         read=[*SYSTEM_READ_ROOTS, *_python_roots(), *cuda_home, package, import_root(), task_root,
-              *([outputs_dir] if role == "check" else [])],
+              *([outputs_dir] if role == "check" else []), *([memcheck.directory] if memcheck else [])],
         write=writable,
         devices=[*DEVICE_FILES, *(p for p in glob.glob("/dev/nvidia*") if not os.path.isdir(p))],
         uid=SANDBOX_UID if drop_uid else None,
         memory_bytes=None if not interpret else MEMORY_LIMIT + ADDRESS_SPACE_SLACK,
-        cgroup_bytes=MEMORY_LIMIT, processes=not interpret, file_size=FILE_SIZE_LIMIT, cpu_seconds=CPU_SECONDS)
+        cgroup_bytes=MEMORY_LIMIT, processes=not interpret, file_size=FILE_SIZE_LIMIT, cpu_seconds=CPU_SECONDS,
+        tcp_ports=memcheck.ports(port) if memcheck else [])
 
 
-def child_environment(scratch: str, triton_cache: Path, interpret: bool) -> dict[str, str]:
+def child_environment(scratch: str, triton_cache: Path, interpret: bool, memcheck: bool = False) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOWLIST or k.startswith("LC_")}
     env.update(HOME=scratch, TMPDIR=scratch, TRITON_CACHE_DIR=str(triton_cache), PYTHONUNBUFFERED="1",
                PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1", USER="d2k-sandbox",
                PYTHONPATH=os.pathsep.join(p for p in (import_root(), os.environ.get("PYTHONPATH")) if p))
     if interpret:
         env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+    if memcheck:  # one driver allocation per tensor, so that the checker sees each tensor's bounds
+        env.update(PYTORCH_NO_CUDA_MEMORY_CACHING="1")
     return env
 
 
-def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, interpret: bool) -> WorkerOutcome:
-    """Run one worker in a fresh child process, enforcing per-phase time limits.
+def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, interpret: bool,
+               memcheck: MemcheckTool | None = None) -> WorkerOutcome:
+    """Run one worker in a fresh child process, enforcing per-phase time limits; under ``memcheck``
+    (started by it, inside the same confinement) when given.
 
     When this returns (or raises), every process the evaluation started is gone.
     """
     with tempfile.TemporaryDirectory(prefix="d2k-eval-") as scratch:
-        confinement = confinement_for(scratch, triton_cache, req.root, req.outputs_dir, req.role, interpret)
+        port = 20000 + secrets.randbelow(40000)  # where loopback is shared, evaluations rarely collide
+        confinement = confinement_for(scratch, triton_cache, req.root, req.outputs_dir, req.role, interpret,
+                                      memcheck, port)
+        log_path = os.path.join(scratch, LOG_NAME)
+        launcher = [json.dumps(memcheck.argv(log_path, port))] if memcheck else []
         read_fd, write_fd = os.pipe()
         status_read, status_write = os.pipe()
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", _REAPER, str(write_fd), str(status_write), str(os.getpid()),
-                 confinement.to_json()],
+                 confinement.to_json(), *launcher],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch,
-                env=child_environment(scratch, triton_cache, interpret),
-                pass_fds=(write_fd, status_write), start_new_session=True, preexec_fn=_start_supervisor)
+                env=child_environment(scratch, triton_cache, interpret, memcheck is not None),
+                pass_fds=(write_fd, status_write), start_new_session=True,
+                preexec_fn=functools.partial(_start_supervisor, memcheck is not None))
         except BaseException:
             os.close(read_fd)
             os.close(status_read)
@@ -250,7 +272,8 @@ def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, int
             report = _take_down(proc, status_read)
         returncode = report["worker"] if isinstance(report.get("worker"), int) else proc.returncode
         return WorkerOutcome(result, output.text(), returncode, stopped, int(report.get("others") or 0),
-                             dict(report.get("layers") or {}), int(report.get("oom_kills") or 0))
+                             dict(report.get("layers") or {}), int(report.get("oom_kills") or 0),
+                             read_log(log_path) if memcheck else "")
 
 
 def _follow(channel, limits: PhaseLimits, output: OutputTail, req: EvalRequest) -> tuple[dict | None, str | None]:

@@ -15,6 +15,7 @@ Two roles, two processes:
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import linecache
 import os
@@ -29,6 +30,7 @@ import torch
 
 from d2k_env.evaluator.checking import as_tuple, verdict_for
 from d2k_env.evaluator.confine import seccomp
+from d2k_env.evaluator.guard_bands import GuardBand, band_problem, guard_inputs
 from d2k_env.evaluator.guards import LaunchCounter, TorchWorkGuard, harness_fingerprint, output_problems
 from d2k_env.evaluator.kept_state import kept_tensors, state_fingerprint
 from d2k_env.evaluator.l2_state import access_policy_window_bytes, release_persisting_l2
@@ -133,6 +135,13 @@ class Run:
         gen.manual_seed(derive_seed(self.req.seed, self.task.id, w.name, *role))
         return self.task.make_inputs(w, gen, self.device)
 
+    def guarded_inputs(self, w: Workload, *role: object) -> tuple[tuple, list[GuardBand]]:
+        """The solution's inputs, each inside guard bands (a pattern drawn from the inputs key), and the bands."""
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(derive_seed(self.req.seed, "guard-bands", self.task.id, w.name, *role))
+        names = list(inspect.signature(self.baseline.forward).parameters)
+        return guard_inputs(self.inputs(w, *role), names, gen)
+
 
 class SolutionRun(Run):
     def run(self) -> EvalResult:
@@ -200,7 +209,7 @@ class SolutionRun(Run):
 
     def run_check_inputs(self, forward, w: Workload) -> WorkloadResult:
         """Run on the check inputs under the guards and save the outputs for the checker."""
-        inputs = self.inputs(w, "check")
+        inputs, bands = self.guarded_inputs(w, "check")
         pristine = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
         before = self.launches.own_launches
         try:
@@ -212,6 +221,8 @@ class SolutionRun(Run):
             return WorkloadResult(w.name, False, f"{self.torch_work()}\n{raised}" if self.guard.forbidden else raised)
         if self.guard.forbidden:
             return WorkloadResult(w.name, False, self.torch_work())
+        if problem := band_problem(bands):
+            return WorkloadResult(w.name, False, problem)
         self.launches.note_l2()
         if problem := self.l2_persistence():
             return WorkloadResult(w.name, False, problem)
@@ -227,7 +238,9 @@ class SolutionRun(Run):
         problem = output_problems(outputs, inputs, pristine, self.task.in_place_inputs, self.task.outputs)
         if problem:
             return WorkloadResult(w.name, False, problem)
-        if self.device.type == "cuda":
+        # Not under the memory checker: the profiler and the checker cannot both attach to the context
+        # (and the run without it measured the share on these very shapes).
+        if self.device.type == "cuda" and not self.req.memcheck:
             share = self.own_kernel_share(forward, inputs)
             if share is not None and share < MIN_OWN_KERNEL_SHARE:
                 return WorkloadResult(w.name, False, f"[profiler-coverage] only {share:.0%} of forward's GPU time "
@@ -271,11 +284,17 @@ class SolutionRun(Run):
         return sum(r["us_per_call"] for r in rows if r["kernel"] in own) / total
 
     def time(self, forward, w: Workload, wr: WorkloadResult) -> None:
-        from d2k_env.evaluator.timing import L2Flusher, graph_time, time_pair
+        from d2k_env.evaluator.timing import CI_FLOOR, LAUNCH_BOUND_CI_FLOOR, L2Flusher, graph_time, time_pair
 
         base_sets = [self.inputs(w, "time-baseline", i) for i in range(TIMED_SETS)]
-        cand_sets = [self.inputs(w, "time-solution", i) for i in range(TIMED_SETS)]
-        warm_b, warm_c = self.inputs(w, "warmup-baseline"), self.inputs(w, "warmup-solution")
+        cand_sets, bands = [], []
+        for i in range(TIMED_SETS):
+            inputs, inputs_bands = self.guarded_inputs(w, "time-solution", i)
+            cand_sets.append(inputs)
+            bands += inputs_bands
+        warm_c, warm_bands = self.guarded_inputs(w, "warmup-solution")
+        bands += warm_bands
+        warm_b = self.inputs(w, "warmup-baseline")
         calls, idle_calls = 0, 0
 
         first_state, state_changes = self.first_state[w.name], 0
@@ -296,7 +315,8 @@ class SolutionRun(Run):
         try:
             pair = time_pair(self.baseline.forward, timed_forward, base_sets, cand_sets, warm_b, warm_c,
                              L2Flusher(self.device), budget_s=self.req.time_budget_s,
-                             seed=derive_seed(self.req.seed, "bootstrap"))
+                             seed=derive_seed(self.req.seed, "bootstrap"),
+                             ci_floor=LAUNCH_BOUND_CI_FLOOR if w.launch_bound else CI_FLOOR)
             # After every timed call, fresh values written into a timed set's own tensors: the checker
             # sees these outputs too, so a replay keyed by address or shape returns stale outputs and fails.
             late_inputs = cand_sets[0]
@@ -307,6 +327,9 @@ class SolutionRun(Run):
         except BaseException as exc:  # noqa: BLE001
             wr.correct, wr.message = False, f"{out_of_memory(exc)}forward raised while being timed:\n" \
                                             f"{short_traceback(exc)}"
+            return
+        if problem := band_problem(bands):
+            wr.correct, wr.message = False, f"{problem}, while being timed"
             return
         if threads := self.new_threads():
             wr.correct, wr.message = False, (f"[threads] forward left threads running while being timed "
@@ -395,10 +418,10 @@ def _run_fingerprint() -> dict[str, object]:
     fp: dict[str, object] = dict(harness_fingerprint())
     fp.update({f"worker.{n}": id(g.get(n)) for n in (
         "harness_fingerprint", "output_problems", "as_tuple", "short_traceback", "outputs_file", "portable", "moved",
-        "out_of_memory", "kept_tensors", "state_fingerprint",
+        "out_of_memory", "kept_tensors", "state_fingerprint", "band_problem", "guard_inputs",
         "_device_broken", "access_policy_window_bytes", "derive_seed", "SolutionRun", "LaunchCounter",
         "TorchWorkGuard")})
-    for cls in (Run, SolutionRun, LaunchCounter, TorchWorkGuard):
+    for cls in (Run, SolutionRun, LaunchCounter, TorchWorkGuard, GuardBand):
         fp.update({f"{cls.__name__}.{m}": id(v) for m, v in vars(cls).items() if callable(v)})
     fp.update({f"worker.{n}": g.get(n) for n in ("MIN_OWN_KERNEL_SHARE", "ROOFLINE_SLACK", "TIMED_SETS")})
     return fp
