@@ -210,7 +210,7 @@ def report(rows: list[dict], backend: str, mode: str, seed: int | None, elapsed_
         f"- Honest corpus: **{n} files; {accepted} accepted by the policy, {paid} paid** "
         f"({100 * paid / max(n, 1):.0f}%); {correct} of {n} correct with the policy bypassed.",
         f"- Refusals by rule (files refused by each rule; a file can break several): "
-        + ", ".join(f"`[{rule}]` {count}" for rule, count in by_rule.most_common()) + ".",
+        + (", ".join(f"`[{rule}]` {count}" for rule, count in by_rule.most_common()) or "none") + ".",
         f"- Files refused by one rule only: "
         + (", ".join(f"`[{rule}]` {count}" for rule, count in only_rule.most_common()) or "none") + ".",
         f"- Honest but rightly refused (tests/honest_refused/, capabilities a solution must not have): "
