@@ -184,7 +184,11 @@ def attach_probe(log, work: Path) -> dict:
     target.write_text(_TARGET)
     cache = work / "cache"
     variants = {"none": set(), "netns+lo": {"netns"}, "landlock": {"landlock"}, "caps": {"caps"},
-                "seccomp": {"seccomp"}, "all": {"netns", "landlock", "caps", "seccomp"}}
+                "seccomp": {"seccomp"}, "all": {"netns", "landlock", "caps", "seccomp"},
+                # which Landlock rule the tool needs: the run's own rules (with /dev/shm writable),
+                # without /dev/shm, with every path readable, with every path writable
+                "landlock-no-shm": {"landlock", "no-shm"}, "landlock-read-all": {"landlock", "read-all"},
+                "landlock-write-all": {"landlock", "write-all"}}
     found = {}
     for name, layers in variants.items():
         scratch = work / f"scratch-{name}"
@@ -195,20 +199,68 @@ def attach_probe(log, work: Path) -> dict:
             if "netns" in layers:
                 sandbox._limit_child(True)
             if "landlock" in layers:
-                confine._landlock(conf.read + [str(target)], conf.write, conf.devices, confine.landlock_abi(),
-                                  conf.tcp_ports)
+                read = ["/"] if "read-all" in layers else conf.read + [str(target)]
+                write = ["/"] if "write-all" in layers else [
+                    w for w in conf.write if not ("no-shm" in layers and w == "/dev/shm")]
+                confine._landlock(read, write, conf.devices, confine.landlock_abi(), conf.tcp_ports)
             if "caps" in layers:
                 confine._drop_capabilities()
 
         log_path = str(scratch / "memcheck.log")
         started = time.monotonic()
-        out = subprocess.run([*tool.argv(log_path, 30000), sys.executable, str(target), *layers],
+        out = subprocess.run([*tool.argv(log_path, 30000), sys.executable, str(target), *sorted(layers)],
                              capture_output=True, text=True, timeout=120, preexec_fn=apply, cwd=scratch,
                              env=sandbox.child_environment(str(scratch), cache, False, True))
         found[name] = {"rc": out.returncode, "s": round(time.monotonic() - started, 1),
                        "log": read_log(log_path)[-600:], "out": (out.stdout + out.stderr)[-600:]}
         log(f"attach probe {name}: rc {out.returncode} in {found[name]['s']} s; log {found[name]['log']!r}; "
             f"out {found[name]['out'][-300:]!r}")
+    return found
+
+
+WRITE_CANDIDATES = ("/tmp", "/proc", "/dev", "/var", "/run", "/root", "/etc", "/sys")
+
+
+def write_probe(log, work: Path) -> dict:
+    """Which one extra writable root lets the tool attach under every other Landlock rule of a run;
+    then, with the first that does, the exploit and the reference submitted again."""
+    from d2k_env.evaluator import confine, sandbox
+    from d2k_env.evaluator.memcheck import find_memcheck, read_log
+    tool = find_memcheck()
+    target = work / "target.py"
+    target.write_text(_TARGET)
+    cache = work / "cache"
+    found = {}
+    for extra in WRITE_CANDIDATES:
+        scratch = work / f"scratch{extra.replace('/', '-')}"
+        scratch.mkdir()
+        conf = sandbox.confinement_for(str(scratch), cache, str(work), str(work), "solution", False, tool, 30000)
+
+        def apply(conf=conf, extra=extra):
+            confine._landlock(conf.read + [str(target)], conf.write + [extra], conf.devices,
+                              confine.landlock_abi(), conf.tcp_ports)
+
+        log_path = str(scratch / "memcheck.log")
+        out = subprocess.run([*tool.argv(log_path, 30000), sys.executable, str(target)], capture_output=True,
+                             text=True, timeout=120, preexec_fn=apply, cwd=scratch,
+                             env=sandbox.child_environment(str(scratch), cache, False, True))
+        found[extra] = {"rc": out.returncode, "log": read_log(log_path)[-300:]}
+        log(f"write probe +{extra}: rc {out.returncode}; log {found[extra]['log']!r}")
+    works = [x for x, r in found.items() if r["rc"] == 0]
+    if works:
+        stock = sandbox.confinement_for
+
+        def widened(*args, **kwargs):
+            conf = stock(*args, **kwargs)
+            if conf.tcp_ports:  # a memcheck run
+                conf.write.append(works[0])
+            return conf
+
+        sandbox.confinement_for = widened
+        try:
+            found["submits with +" + works[0]] = exploit_and_reference(log)
+        finally:
+            sandbox.confinement_for = stock
     return found
 
 
@@ -268,6 +320,14 @@ def main() -> None:
     log(json.dumps(report))
     started = time.monotonic()
     report["sanitizer"] = sanitizer_probe(log)
+    if part == "write":
+        import tempfile
+        with tempfile.TemporaryDirectory() as work:
+            os.chmod(work, 0o755)
+            report["write"] = write_probe(log, Path(work))
+        (out / "memory_safety_gpu_write.json").write_text(json.dumps(report, indent=1))
+        log(f"total {time.monotonic() - started:.0f} s")
+        return
     if part == "attach":  # why the tool did not attach inside the sandbox, and the exploit as submitted
         import tempfile
         with tempfile.TemporaryDirectory() as work:

@@ -180,3 +180,24 @@ def test_a_missing_layer_is_said_at_start(monkeypatch):
     assert any(layer.startswith("Landlock (") for layer in sandbox.absent_layers())
     with pytest.warns(RuntimeWarning, match="Landlock"):
         Evaluator(load_task("fused_add_rmsnorm"), "interpreter").close()
+
+
+@pytest.mark.skipif(not landlock_abi(), reason="this kernel has no Landlock")
+def test_a_process_confining_itself_before_exec_keeps_the_domain_across_exec(tmp_path):
+    """confine.py as a program (how a worker under a launcher such as the GPU memory checker gets
+    its Landlock domain): the program it execs may write its write roots and nothing else."""
+    import subprocess
+    import sys
+
+    import d2k_env.evaluator.confine as confine
+
+    allowed, outside = tmp_path / "scratch", tmp_path / "outside"
+    allowed.mkdir()
+    outside.mkdir()
+    spec = json.dumps({"read": list(sandbox.SYSTEM_READ_ROOTS), "write": [str(allowed)],
+                       "devices": ["/dev/null"], "tcp_ports": []})
+    script = f"echo in > {allowed}/a; echo out > {outside}/b"
+    done = subprocess.run([sys.executable, "-I", "-S", confine.__file__, spec, "/bin/sh", "-c", script],
+                          capture_output=True, text=True, timeout=60)
+    assert (allowed / "a").read_text() == "in\n"
+    assert not (outside / "b").exists() and "Permission denied" in done.stderr, done.stderr

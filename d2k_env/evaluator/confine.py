@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import resource
+import sys
 
 # -- Landlock ------------------------------------------------------------------------------------
 
@@ -116,6 +117,10 @@ def _landlock(read: list[str], write: list[str], devices: list[str], abi: int, t
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
     finally:
         os.close(ruleset)
+    return _describe_landlock(abi, tcp_ports)
+
+
+def _describe_landlock(abi: int, tcp_ports: list[int]) -> str:
     tcp = f"TCP only on ports {tcp_ports[0]}-{tcp_ports[-1]}, the memory checker's" if tcp_ports else "no TCP"
     extras = [x for x, on in ((tcp, abi >= 4), ("scoped signals and abstract sockets", abi >= 6)) if on]
     return f"ABI {abi}" + (f" ({', '.join(extras)})" if extras else "")
@@ -283,10 +288,16 @@ class Confinement:
     def from_json(cls, text: str) -> "Confinement":
         return cls(**json.loads(text))
 
-    def apply(self) -> dict[str, str]:
+    def landlock_json(self) -> str:
+        """The Landlock part alone, for :func:`main` to apply in the process it then execs."""
+        return json.dumps({"read": self.read, "write": self.write, "devices": self.devices,
+                           "tcp_ports": self.tcp_ports})
+
+    def apply(self, landlock: bool = True) -> dict[str, str]:
         """Confine the calling process (a forked child about to exec the worker) with every layer but
         seccomp; returns each layer's state. Raises OSError when a layer the machine offers fails to apply: a worker is
-        never started with less than was detected."""
+        never started with less than was detected. ``landlock=False`` leaves Landlock to the worker's
+        own process (:func:`main`), as under a launcher that starts the worker as its child."""
         layers: dict[str, str] = {}
         limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, self.file_size),
                   (resource.RLIMIT_CPU, self.cpu_seconds)]
@@ -303,8 +314,13 @@ class Confinement:
                              "no address-space limit") + \
             (f", {self.max_processes} tasks" if own_uid else ", no task limit (the user's count is shared)")
         abi = landlock_abi()
-        layers["landlock"] = _landlock(self.read, self.write, self.devices, abi, self.tcp_ports) if abi else \
-            "absent: this kernel has no Landlock; reads and writes are limited by file permissions only"
+        if not abi:
+            layers["landlock"] = "absent: this kernel has no Landlock; reads and writes are limited by file permissions only"
+        elif landlock:
+            layers["landlock"] = _landlock(self.read, self.write, self.devices, abi, self.tcp_ports)
+        else:
+            layers["landlock"] = _describe_landlock(abi, self.tcp_ports) + \
+                ", applied by the worker's own process before it execs Python"
         if os.geteuid() != 0:
             layers["uid"] = f"{os.geteuid()} (not root: nothing to drop)"
         elif self.uid is not None:
@@ -416,3 +432,22 @@ def _read(path: str) -> str:
 def _write(path: str, text: str) -> None:
     with open(path, "w") as f:
         f.write(text)
+
+
+def main(argv: list[str]) -> None:
+    """``python -I -S confine.py LANDLOCK_JSON PROGRAM [ARG ...]``: Landlock this process, then exec
+    PROGRAM in it (same process id, same domain, no thread started before the rules).
+
+    For a worker started by a launcher (the GPU memory checker runs its target as its own child): a
+    domain applied in the launcher would name the launcher's /proc/<pid>/task, not the worker's,
+    and the CUDA driver in the worker could not name its threads; the worker's own process
+    confines itself here, before any of its code, let alone the solution's, runs."""
+    spec = json.loads(argv[1])
+    abi = landlock_abi()
+    if abi:
+        _landlock(spec["read"], spec["write"], spec["devices"], abi, spec["tcp_ports"])
+    os.execv(argv[2], argv[2:])
+
+
+if __name__ == "__main__":
+    main(sys.argv)

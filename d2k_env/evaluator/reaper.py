@@ -147,10 +147,12 @@ def kill_descendants(root: int) -> int:
 
 # -- the supervisor ----------------------------------------------------------------------------------
 
+_CONFINE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "confine.py")
+
+
 def _load_confine():
     """confine.py, loaded by path: the supervisor never imports the package."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "confine.py")
-    spec = importlib.util.spec_from_file_location("d2k_confine", path)
+    spec = importlib.util.spec_from_file_location("d2k_confine", _CONFINE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -160,8 +162,9 @@ def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, c
     """Fork the worker: it joins the evaluation's cgroup, confines itself, reports the layers on
     ``layers_fd`` (closed by the exec) and execs, through ``launcher`` when one is given (a program
     that runs the worker as its child, confined alike). Nothing of the solution has run yet."""
-    argv = [*launcher, sys.executable, "-m", WORKER_MODULE, str(channel_fd),
-            "processes" if confinement.processes else "no-processes"]
+    argv = [sys.executable, "-m", WORKER_MODULE, str(channel_fd), "processes" if confinement.processes else "no-processes"]
+    if launcher:  # Landlock is applied by the worker's own process (see confine.main), the rest here
+        argv = [*launcher, sys.executable, "-I", "-S", _CONFINE, confinement.landlock_json(), *argv]
     me = os.getpid()
     pid = os.fork()
     if pid == 0:  # the worker-to-be: nothing here may return
@@ -175,7 +178,7 @@ def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, c
             if cgroup is not None:
                 with open(cgroup.procs, "w") as f:
                     f.write("0")
-            layers = confinement.apply()
+            layers = confinement.apply(landlock=not launcher)
             os.write(layers_fd, json.dumps(layers).encode())
             os.set_inheritable(channel_fd, True)
             signal.pthread_sigmask(signal.SIG_SETMASK, ())
