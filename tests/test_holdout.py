@@ -246,7 +246,9 @@ GPU_RUNTIME_CASES = {
     "h34_c04_side_stream_gpu.py": ("[side-stream]", None),
     "h35_c15_late_corruption_counter_gpu.py": ("[hidden-state]", None),  # a counter: state changes with calls
     "h37_c17_cuda_graph_replay_gpu.py": (None, None),
-    "h38_c18_launch_bound_replay_gpu.py": ("[late-corruption]", None),
+    # Its cache of outputs in a default argument is a tensor kept between calls, seen right after the
+    # first checked call of 64x8192, before any timed call could be compared (H200, 2026-12-02).
+    "h38_c18_launch_bound_replay_gpu.py": ("[hidden-state]", None),
     # Earned 16.9x on the H200 (2026-12-01) through the stream's access-policy window, which slowed the
     # baseline: the window and the set-aside are read at each launch ([l2-persistence]).
     "h36_c16_persisting_l2_gpu.py": ("[l2-persistence]", None),
