@@ -228,6 +228,16 @@ def _load_task(task_id: str, root: str) -> Task:
     known = task_ids(base)
     if task_id not in known:
         raise KeyError(f"unknown task {task_id!r} in {base} (known: {', '.join(known) or 'none'})")
+    return _task_from_spec(task_id, base)
+
+
+def load_snapshot(task_id: str, root: str) -> Task:
+    """The task of an evaluation's private snapshot, which holds its spec and baseline only (no
+    worker sees the reference or the guidance). Trusted: the evaluator made it from a loaded task."""
+    return _task_from_spec(task_id, Path(root))
+
+
+def _task_from_spec(task_id: str, base: Path) -> Task:
     path = base / "tasks" / f"{task_id}.py"
     spec = _load_module(path, f"d2k_tasks.{task_id}")
     missing = [attr for attr in _REQUIRED if not hasattr(spec, attr)]

@@ -22,7 +22,7 @@ from d2k_env.evaluator.memcheck import ABSENT, MEMCHECK_EXIT, find_memcheck, fir
 from d2k_env.evaluator.policy_service import check_solution
 from d2k_env.evaluator.rules import advice
 from d2k_env.evaluator.sandbox import MEMORY_LIMIT, PhaseLimits, WorkerOutcome, absent_layers, run_worker
-from d2k_env.task import GUIDANCE_LAYERS, Task
+from d2k_env.task import Task
 
 BACKENDS = ("auto", "cuda", "interpreter")
 
@@ -248,9 +248,9 @@ def _exit_status(returncode: int | None) -> str:
 
 
 def snapshot_task(task: Task, into: Path) -> Path:
-    """Copy the task's spec, baseline, reference and guidance under ``into``; returns the new root."""
-    for path in (task.spec_path, task.baseline_path, task.reference_path,
-                 *(task.guidance_path(layer) for layer in GUIDANCE_LAYERS)):
+    """Copy what a worker needs of the task, its spec and baseline, under ``into`` (never the
+    reference: a worker that could read it could run it); returns the new root."""
+    for path in (task.spec_path, task.baseline_path):
         target = into / path.relative_to(task.root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
