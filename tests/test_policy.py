@@ -530,6 +530,8 @@ def test_loosened_honest_forms_pass(body):
     ("def h(x):\n    return x\nPLAN = {(1,): h}\ndef forward(x):\n    kernel = k\n    if x.shape[0] > 1:\n"
      "        kernel = PLAN\n    kernel[(1,)](x)\n    return x\n", "no-kernel", None),
     ("def forward(x):\n    for kernel in (k,):\n        kernel[(1,)](x)\n    return x\n", "no-kernel", None),
+    ("def h(x):\n    return x\nPLAN = {(1,): h}\ndef forward(x):\n    k = PLAN\n    kernel = k\n    kernel[(1,)](x)\n"
+     "    return x\n", "no-kernel", None),
     ("def forward(x):\n    kernel = k\n    f = kernel.fn\n    kernel[(1,)](x)\n    return x\n", "introspection", 3),
     ("def forward(x):\n    kernel = k\n    h = kernel.add_pre_run_hook\n    kernel[(1,)](x)\n    return x\n",
      "introspection", 3),

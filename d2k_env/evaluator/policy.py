@@ -1739,6 +1739,7 @@ def _kernel_aliases(func: ast.FunctionDef | ast.AsyncFunctionDef, kernels: set[s
     if c else _b``): every binding of the name in the function, nested scopes included, is a plain
     assignment of one, and it is no parameter. A launch through one is a launch of a kernel; host code
     may read only what it may read off the kernel itself."""
+    kernels = kernels - _bound_names(func)  # a kernel's name rebound in the function is no kernel there
     assigned: dict[str, int] = {}
     for n in ast.walk(func):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and \
