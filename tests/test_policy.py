@@ -586,3 +586,38 @@ def test_loosened_forms_refuse_their_reuse(body, rule, line):
     found = rules(body)
     # line None: a rule about the whole file, reported at its line 1
     assert (rule, 1 if line is None else KERNEL.count("\n") + line) in found, found
+
+
+def test_a_launched_kernel_returns_no_value_but_a_device_function_may():
+    """Triton's front end accepts `return v` in a launched kernel; its backend fails ("PassManager::run
+    failed", H200): the interpreter would have paid it. A @triton.jit helper called from a kernel returns."""
+    source = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _square(v):
+    return v * v
+
+
+@triton.jit
+def _kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    v = _square(tl.load(x_ptr + offs, mask=mask))
+    tl.store(y_ptr + offs, v, mask=mask)
+    return
+
+
+def forward(x):
+    y = torch.empty_like(x)
+    _kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+    return y
+"""
+    assert check_solution(source, ALLOWED) == []
+    returning = source.replace("    tl.store(y_ptr + offs, v, mask=mask)\n    return\n",
+                               "    tl.store(y_ptr + offs, v, mask=mask)\n    return v\n")
+    assert returning != source
+    assert [v.rule for v in check_solution(returning, ALLOWED)] == ["gpu-compile"]

@@ -1533,8 +1533,8 @@ def _gpu_compile_problems(tree: ast.Module, aliases: dict[str, str], bound: set[
     whatever the values are, and the interpreter would run: statements and expressions it has no visitor
     for (break, continue, lambda, :=, del, raise, ...), chained comparisons, ``in``, ``@``, loops over
     anything but range/tl.range/tl.static_range, for-else and while-else (static_range's aside), a
-    return inside a loop or a with block, several assignment targets or starred ones, and a constant
-    ``while`` test. What depends on values (an ``if`` on a block tensor, a float loop bound) is the
+    return inside a loop or a with block, a value returned from a kernel no other kernel names (a
+    launched one), several assignment targets or starred ones, and a constant ``while`` test. What depends on values (an ``if`` on a block tensor, a float loop bound) is the
     interpreter's to refuse (interpreter_patch), and so are builtins the code generator does not know
     (``bool``, ``abs``): in a branch on a constexpr that the compiler never visits they are harmless, and
     the interpreter refuses them where they run (tests/test_gpu_validity.py)."""
@@ -1614,11 +1614,22 @@ def _gpu_compile_problems(tree: ast.Module, aliases: dict[str, str], bound: set[
         for child in ast.iter_child_nodes(node):
             walk(child, node, loops, in_with, local)
 
-    for func in ast.walk(tree):
-        if _is_kernel(func, aliases):
-            local = _bound_names(func)
-            for stmt in func.body:
-                walk(stmt, func, [], False, local)
+    kernels = [func for func in ast.walk(tree) if _is_kernel(func, aliases)]
+    # A kernel that other kernels name (call, or hand to tl.reduce as its combine function) is a
+    # device function and may return a value; one that none names is launched, and the backend fails
+    # on a launched kernel that returns a value ("PassManager::run failed" on the H200) though the
+    # front end accepts it.
+    helpers = {node.id for func in kernels for node in ast.walk(func) if isinstance(node, ast.Name)}
+    for func in kernels:
+        local = _bound_names(func)
+        for stmt in func.body:
+            walk(stmt, func, [], False, local)
+        if func.name not in helpers:
+            for node in ast.walk(func):
+                if isinstance(node, ast.Return) and node.value is not None and not (
+                        isinstance(node.value, ast.Constant) and node.value.value is None):
+                    refuse(node, "a launched kernel returns no value: only a device function called from "
+                                 "another kernel may")
     return out
 
 
