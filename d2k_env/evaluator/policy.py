@@ -8,8 +8,11 @@ import, processes, threads, files, streams and graphs) is refused. Kernel bodies
 functions and tensor methods only: the GPU could compile nothing else, and only the CPU
 interpreter would run it as Python. Each violation names its rule and line; any scores 0.
 
+What each rule refuses, and what an honest solution does instead, is said once, in the rule
+registry (rules.py), which the verdicts, README and prompt read. Below: how this module checks it.
+
 ==================  ===========================================================================
-rule                refuses
+rule                how it is checked here
 ==================  ===========================================================================
 [syntax]            a file that does not parse or nests too deeply to be checked
 [source-size]       sources over 256 KB, before parsing
@@ -59,19 +62,20 @@ rule                refuses
                     each branch would run
 [gpu-compile]       kernel code Triton's GPU compiler refuses whatever the values (no visitor for the node:
                     break, continue, lambda, :=, del, raise; chained comparisons, ``in``, ``@``; loops
-                    over anything but range/tl.range/tl.static_range; loop else; return in a loop):
+                    over anything but range/tl.range/tl.static_range; loop else; return in a loop;
+                    a value returned from a launched kernel):
                     the interpreter would run it. Value-dependent refusals (``if`` on a block tensor, a
                     float loop bound; ``bool``, ``abs``) are the interpreter's (interpreter_patch.py)
 [module-dunder]     binding, rebinding or deleting a dunder name (``__name__ = "__main__"`` ran the
                     ``if __name__ == "__main__":`` block, which the import-time rules skip, at import)
-
-The body of ``if __name__ == "__main__":`` at module level is a self-test that never runs (the worker
-names the module ``solution``, and no binding of ``__name__`` is allowed): it is left out of the
-checks, and nothing it binds counts as bound elsewhere (_executions).
 [format-string]     ``.format``/``.format_map`` on anything but a string literal, and literals whose
                     fields name an attribute or an index (``"{0.__class__}"``, ``"{0[k]}"``): str.format
                     walks them with getattr/getitem, past every attribute rule
 ==================  ===========================================================================
+
+The body of ``if __name__ == "__main__":`` at module level is a self-test that never runs (the worker
+names the module ``solution``, and no binding of ``__name__`` is allowed): it is left out of the
+checks, and nothing it binds counts as bound elsewhere (_executions).
 
 The checker fails closed: a file it cannot analyse is refused, never a crash. The exploit each
 rule stops is in tests/test_redteam.py and the hold-out suites (tests/holdout*/).
