@@ -102,6 +102,7 @@ class Evaluator:
         heldout = [{"name": w.name, "params": w.params} for w in
                    self.task.heldout_workloads(derive_seed(seed, "heldout"), smoke=not self.can_time)
                    ] if mode == "submit" else []
+        held = {w["name"] for w in heldout}
         with tempfile.TemporaryDirectory(prefix="d2k-eval-") as private:
             outputs_dir = Path(private) / "outputs"
             outputs_dir.mkdir()
@@ -122,11 +123,9 @@ class Evaluator:
                 result = merge_check(result, check)
             # Once the published shapes pass: a stray store may also have made a held-out shape wrong,
             # and the checker's verdict names the cause.
-            held = {w["name"] for w in heldout}
             if mode == "submit" and self.can_time and heldout and result.error is None and \
                     all(w.correct for w in result.workloads if w.name not in held):
                 result = self._memcheck(req, result, Path(private))
-        held = {w["name"] for w in heldout}
         for w in result.workloads:
             w.heldout = w.name in held
         if result.ceilings and self.ceilings is None:
@@ -145,7 +144,7 @@ class Evaluator:
                 for w in result.workloads:
                     w.speedup = w.speedup_ci = w.solution_ms = w.baseline_ms = None
         result.output = outcome.output
-        result.sandbox = {**outcome.layers, **{k: v for k, v in result.sandbox.items() if k == "seccomp"}}
+        result.sandbox = _layers(outcome, result)
         return result
 
     def _memcheck(self, req: EvalRequest, result: EvalResult, private: Path) -> EvalResult:
@@ -164,7 +163,7 @@ class Evaluator:
         started = time.monotonic()
         outcome = run_worker(checked, limits=self.limits, triton_cache=self.cache_dir, interpret=False, memcheck=tool)
         run = self._read_result(checked, outcome.result) if outcome.result is not None else None
-        layers = {**outcome.layers, **{k: v for k, v in (run.sandbox if run else {}).items() if k == "seccomp"}}
+        layers = _layers(outcome, run)
         # The tool's own exit (a positive status: a signal would mean it was killed) with its own words.
         if outcome.returncode not in (None, 0, MEMCHECK_EXIT) and outcome.returncode > 0 and \
                 never_attached(outcome.memcheck_log):
@@ -209,6 +208,12 @@ def _say_absent_layers() -> None:
         for layer in absent_layers():
             warnings.warn(f"d2k-env sandbox: {layer}; each result's 'sandbox' names the layers that were active",
                           RuntimeWarning, stacklevel=3)
+
+
+def _layers(outcome: WorkerOutcome, run: EvalResult | None) -> dict[str, str]:
+    """The sandbox's layers of one worker: the supervisor's report, and seccomp, which the worker
+    installs itself and reports in its own result (absent when it delivered none)."""
+    return {**outcome.layers, **{k: v for k, v in (run.sandbox if run else {}).items() if k == "seccomp"}}
 
 
 def _death(req: EvalRequest, outcome: WorkerOutcome) -> str:

@@ -266,7 +266,8 @@ def child_environment(scratch: str, triton_cache: Path, interpret: bool, memchec
 def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, interpret: bool,
                memcheck: MemcheckTool | None = None) -> WorkerOutcome:
     """Run one worker in a fresh child process, enforcing per-phase time limits; under ``memcheck``
-    (started by it, inside the same confinement) when given.
+    when given (the tool starts the worker with every layer but Landlock, which the worker's own
+    process applies; see reaper._spawn_worker).
 
     When this returns (or raises), every process the evaluation started is gone.
     """
