@@ -1,7 +1,7 @@
 """Make Triton's CPU interpreter (``TRITON_INTERPRET=1``) treat bf16 and fp8 like a GPU does.
 
-Triton's interpreter (checked on 3.6) keeps bf16 values as their raw ``uint16`` bits and fp8 values
-as raw ``uint8`` bits in numpy arrays, and gets them wrong in four ways:
+Triton's interpreter (checked on 3.6 to 3.9) keeps bf16 values as their raw ``uint16`` bits and fp8
+values as raw ``uint8`` bits in numpy arrays, and gets them wrong in four ways:
 
 1. ``_convert_float`` (used for fp32 <-> bf16 and every cast to or from fp8) rounds wrongly: a
    round-up that overflows the mantissa is not carried into the exponent (fp32 126.88 ->
@@ -9,12 +9,13 @@ as raw ``uint8`` bits in numpy arrays, and gets them wrong in four ways:
    even), and out-of-range values come out as NaN, inf or garbage instead of saturating.
 2. ``InterpreterBuilder.cast_impl`` truncates fp32 -> bf16, and does every other cast involving
    bf16 (int <-> bf16, bf16 -> int, ...) with numpy ``astype`` on the raw bits.
-3. Arithmetic (+, -, *, fma), comparisons, ``tl.sum`` and other reductions and scans, and
-   ``tl.dot`` run numpy on the raw bits, which gives garbage. (The frontend already promotes bf16
-   to fp32 for division, min/max, clamp, argmax and cumsum, and math functions such as ``tl.exp``
-   reject bf16, on the GPU too.)
-4. bf16 constants (``x * 1.5``, ``tl.full(..., tl.bfloat16)``) fail for want of ``get_bf16``, and
-   any kernel touching fp8e4b8/fp8e5b16 fails because the interpreter's ``dtype.to_ir`` lacks them.
+3. Arithmetic (+, -, *, fma, and from 3.8 negation), comparisons, ``tl.sum`` and other reductions
+   and scans, and ``tl.dot`` run numpy on the raw bits, which gives garbage. (The frontend already
+   promotes bf16 to fp32 for division, min/max, clamp, argmax and cumsum, and math functions such
+   as ``tl.exp`` reject bf16, on the GPU too.)
+4. bf16 constants (``x * 1.5``, ``tl.full(..., tl.bfloat16)``) fail for want of ``get_bf16`` (up to
+   3.8), and any kernel touching fp8e4b8/fp8e5b16 fails because the interpreter's ``dtype.to_ir``
+   lacks them.
 5. With NumPy >= 2.4, a runtime integer used as a Python index (``tl.range(0, N, BLOCK)``) fails,
    since scalars are 1-element arrays and NumPy no longer converts those with ``int()``.
 
@@ -34,7 +35,9 @@ inputs): every load, store and atomic must now fall inside the storage of a tens
 launch, as on a GPU a stray address faults.
 
 The patch changes the interpreter for the whole process, so only call ``apply()`` in processes
-that run kernels with ``TRITON_INTERPRET=1``.
+that run kernels with ``TRITON_INTERPRET=1``. What it touches of Triton's internals is listed, with
+the releases that have each, in triton_compat.TRITON_INTERNALS; a touch that only some supported
+releases need sits behind a ``TRITON`` version gate.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from triton._C.libtriton import ir
 from triton.runtime import interpreter
 
 from d2k_env.evaluator.guard_bands import usable_span
+from d2k_env.evaluator.triton_compat import GPU_BUILTINS, NEWEST_SUPPORTED, OLDEST_SUPPORTED, TRITON, supported
 
 TensorHandle = interpreter.TensorHandle
 Builder = interpreter.InterpreterBuilder
@@ -322,18 +326,23 @@ def _patch_autotuner(autotuner_cls):
     runs only that one, and caches the choice per tuning key as on the GPU. The other configs are
     never run on the interpreter: a config that is wrong only on other shapes goes unnoticed here
     (the GPU backend runs the one it times fastest). The check that a tuned meta-parameter is not
-    also passed by the caller stays, as on the GPU.
+    also passed by the caller stays, as on the GPU, where the stock ``_bench`` raises it: it is made
+    here, on the config kept, since from Triton 3.8 a tuner left with one config skips ``_bench``
+    (and the launch then fails with a TypeError instead).
+
+    Returns the replacement ``prune_configs`` and ``_bench``.
     """
     stock_prune = autotuner_cls.prune_configs
 
     def prune_configs(self, kwargs):
-        return stock_prune(self, kwargs)[:1]
-
-    def _bench(self, *args, config, **meta):
-        conflicts = meta.keys() & config.kwargs.keys()
+        kept = stock_prune(self, kwargs)[:1]
+        conflicts = sorted(kwargs.keys() & kept[0].kwargs.keys()) if kept else []
         if conflicts:
             raise ValueError(f"Conflicting meta-parameters: {', '.join(conflicts)}."
                              " Make sure that you don't re-define auto-tuned symbols.")
+        return kept
+
+    def _bench(self, *args, config, **meta):
         return [0.0, 0.0, 0.0]  # never compared: only one config is left to "time"
 
     return prune_configs, _bench
@@ -560,7 +569,12 @@ def _apply_gpu_idioms() -> None:
     """The patches above, once (called by :func:`apply`)."""
     from triton.runtime import autotuner
 
-    autotuner.Autotuner.prune_configs, autotuner.Autotuner._bench = _patch_autotuner(autotuner.Autotuner)
+    prune_configs, bench = _patch_autotuner(autotuner.Autotuner)
+    autotuner.Autotuner.prune_configs = prune_configs
+    if TRITON < (3, 8):
+        # Up to 3.7 the tuner times even a single config left after pruning (through the GPU driver);
+        # from 3.8 it skips _bench when one config is left.
+        autotuner.Autotuner._bench = bench
     interpreter._implicit_cvt = _patch_bool_args(interpreter._implicit_cvt)
     Builder.create_extern_elementwise = _extern_elementwise
     _patch_libdevice()
@@ -692,12 +706,8 @@ def _gpu_builtin(name: str, value):
     return value
 
 
-def _code_generator_builtins() -> frozenset:
-    from triton.compiler.code_generator import CodeGenerator
-    return frozenset(CodeGenerator.builtin_namespace)
-
-
-_GPU_BUILTINS = _code_generator_builtins()
+# CodeGenerator.builtin_namespace's names, as a fixed table (triton_compat.py), not read off the installed Triton.
+_GPU_BUILTINS = GPU_BUILTINS
 
 
 def _helper(name: str, *args) -> ast.Call:
@@ -789,12 +799,23 @@ def apply() -> None:
     """Patch triton.runtime.interpreter in place (idempotent)."""
     if getattr(Builder, "_d2k_bf16_fp8_patched", False):
         return
+    if not supported():
+        import warnings
+        warnings.warn(f"Triton {'.'.join(map(str, TRITON))} is outside the releases this patch was checked with "
+                      f"({'.'.join(map(str, OLDEST_SUPPORTED))} to {'.'.join(map(str, NEWEST_SUPPORTED))}): the "
+                      "interpreter's results may be wrong", RuntimeWarning, stacklevel=2)
     for name in ("binary_op", "create_fma", "create_dot"):
         setattr(Builder, name, _in_fp32(getattr(Builder, name)))
+    if TRITON >= (3, 8):
+        # Triton 3.8 and later negate floats with create_fneg (a numpy unary op on the raw bits); up to
+        # 3.7, `-x` was 0 - x, a binary_op.
+        Builder.create_fneg = _in_fp32(Builder.create_fneg)
     Builder.cast_impl, Builder.create_fp_to_fp = _patch_casts(Builder.cast_impl, Builder.create_fp_to_fp)
-    # bf16 constants (`x * 1.5` with x bf16, tl.full(..., tl.bfloat16)) are built with get_bf16,
-    # which the GPU builder has and the interpreter lacks. Like the GPU, go through fp32.
-    Builder.get_bf16 = lambda self, value: TensorHandle(_encode(np.float32([value]), tl.bfloat16), tl.bfloat16)
+    if TRITON < (3, 9):
+        # bf16 constants (`x * 1.5` with x bf16, tl.full(..., tl.bfloat16)) are built with get_bf16,
+        # which the GPU builder has and the interpreter lacks up to 3.8. Like the GPU, go through fp32.
+        # (3.9's own get_bf16 truncates an fp32 through cast_impl, which the patch above rounds.)
+        Builder.get_bf16 = lambda self, value: TensorHandle(_encode(np.float32([value]), tl.bfloat16), tl.bfloat16)
     interpreter.ReduceScanOpInterface.apply = _patch_reduce_scan(interpreter.ReduceScanOpInterface.apply)
     interpreter._patch_lang_core = _patch_to_ir(interpreter._patch_lang_core)
     interpreter._patch_lang_tensor = _patch_index(interpreter._patch_lang_tensor)

@@ -97,11 +97,11 @@ from dataclasses import dataclass
 
 import torch
 import triton.language as _tl
-import triton.runtime.autotuner as _autotuner
 import triton.runtime.interpreter as _interpreter
-import triton.runtime.jit as _jit
 
 from d2k_env.evaluator.source_text import text_problems, tokenizer_lines
+from d2k_env.evaluator.triton_compat import (GPU_BINOPS, GPU_COMPARES, KERNEL_OBJECT_API, TRITON_METHODS,
+                                             gpu_unsupported_nodes)
 
 # Few and small on purpose: pure helper modules re-export escape hatches (enum.bltns is builtins,
 # operator.attrgetter takes dunder names as strings, functools.update_wrapper sets attributes,
@@ -134,9 +134,7 @@ MUTATING_METHODS = frozenset({"append", "extend", "insert", "update", "setdefaul
                               "add", "discard", "remove", "sort", "reverse", "difference_update",
                               "intersection_update", "symmetric_difference_update"})
 # A kernel object's own API (JITFunction, Autotuner, Heuristics): hooks, warm-ups, caches. Host
-# code launches kernels; it never calls these on one.
-KERNEL_OBJECT_API = frozenset(n for cls in (_jit.JITFunction, _autotuner.Autotuner, _autotuner.Heuristics)
-                              for n in dir(cls) if not _is_dunder(n))
+# code launches kernels; it never calls these on one. KERNEL_OBJECT_API is a fixed list (triton_compat.py).
 
 # Attribute names that lead out of the sandbox whatever object they hang off: interpreter frames
 # and code objects (a frame walk reaches the harness), and modules that other modules re-export
@@ -192,10 +190,7 @@ TRITON_FOREIGN_OK = frozenset({"PropagateNan"})
 
 # Methods a kernel body may call on a value: those of Triton's tensors, dtypes, descriptors and
 # constexprs (a torch tensor smuggled in as a tl.constexpr would have torch's, e.g. copy_).
-TRITON_METHODS = frozenset(
-    n for c in (_tl.tensor, _tl.dtype, _tl.pointer_type, _tl.block_type, _tl.constexpr, _tl.tuple,
-                _tl.tensor_descriptor, _tl.core.tensor_descriptor_base)
-    for n in dir(c) if not n.startswith("_"))
+# TRITON_METHODS is a fixed list (triton_compat.py: Triton 3.6's), not read off the installed Triton.
 
 # Builtins host code may name. The rest reach classes (type, object, super, property, ...),
 # raw memory (memoryview, bytearray) or the interpreter (dir, help, ...).
@@ -1511,21 +1506,9 @@ def _module_level_state(tree: ast.Module, aliases: dict[str, str], mutables: set
     return out
 
 
-def _code_generator_nodes() -> tuple[frozenset, frozenset, frozenset, frozenset]:
-    """What Triton's GPU code generator (triton.compiler.code_generator.CodeGenerator) has visitors and
-    operator tables for: statement and expression node types, binary and comparison operators, and the
-    Python builtins a kernel may name."""
-    from triton.compiler.code_generator import CodeGenerator
-
-    visited = {n[len("visit_"):] for n in dir(CodeGenerator) if n.startswith("visit_")}
-    nodes = frozenset(c for c in vars(ast).values() if isinstance(c, type) and issubclass(c, (ast.stmt, ast.expr))
-                      and c not in (ast.stmt, ast.expr) and c.__name__ not in visited)
-    binops = frozenset(CodeGenerator._method_name_for_bin_op)
-    compares = frozenset(CodeGenerator._method_name_for_comp_op) | {ast.Is, ast.IsNot}
-    return nodes, binops, compares, frozenset(CodeGenerator.builtin_namespace)
-
-
-GPU_UNSUPPORTED_NODES, GPU_BINOPS, GPU_COMPARES, GPU_BUILTINS = _code_generator_nodes()
+# What Triton's GPU code generator has visitors and operator tables for, as fixed tables (triton_compat.py:
+# Triton 3.6's language, which later releases accept too), not read off the installed Triton.
+GPU_UNSUPPORTED_NODES = gpu_unsupported_nodes()
 # Loop iterators the code generator accepts (``for`` over anything else: "Only `range` and `static_range`
 # iterators are currently supported").
 GPU_LOOP_ITERATORS = frozenset({"range", "triton.language.range", "triton.language.static_range",
