@@ -77,6 +77,9 @@ class LaunchCounter:
         for cls in (jit.JITFunction, interpreter.InterpretedFunction):
             cls.run = self._wrap(cls.run)
         autotuner.Autotuner._bench = self._wrap_autotune_bench(autotuner.Autotuner._bench)
+        # The configs left after pruning are checked too: from Triton 3.8 a tuner left with one config
+        # skips _bench, and on the interpreter (which keeps one config) it always is left with one.
+        autotuner.Autotuner.prune_configs = self._wrap_autotune_prune(autotuner.Autotuner.prune_configs)
         autotuner.Heuristics.run = self._wrap_heuristics(autotuner.Heuristics.run)
 
     def _wrap_heuristics(self, run):
@@ -100,12 +103,7 @@ class LaunchCounter:
         guard = self.guard
 
         def guarded_bench(tuner, *args, config, **meta):
-            if (config.pre_hook or tuner.user_defined_pre_hook or tuner.user_defined_post_hook
-                    or tuner._do_bench is not None):
-                raise TypeError("[launch-args] autotune pre_hook, post_hook and do_bench are host code the "
-                                "guards cannot see; reset_to_zero and restore_value are allowed")
-            if isinstance(tuner.fn, type(tuner)):  # its prune functions would run inside this pause
-                raise TypeError("[launch-args] an autotuner over another autotuner: tune one set of configs")
+            _refuse_bench_hooks(tuner, [config])
             guard.paused += 1
             try:
                 return bench(tuner, *args, config=config, **meta)
@@ -113,6 +111,18 @@ class LaunchCounter:
                 guard.paused -= 1
 
         return guarded_bench
+
+    @staticmethod
+    def _wrap_autotune_prune(prune_configs):
+        """The configs a tuner keeps to time are refused as in _wrap_autotune_bench, whether or not it
+        goes on to time them: the verdict is the same under every Triton and on either backend."""
+
+        def checked_prune(tuner, *args, **kwargs):
+            configs = prune_configs(tuner, *args, **kwargs)
+            _refuse_bench_hooks(tuner, configs)
+            return configs
+
+        return checked_prune
 
     def _wrap(self, run):
         counter = self
@@ -152,6 +162,17 @@ class LaunchCounter:
                 guard.paused = paused
 
         return guarded_fn
+
+
+def _refuse_bench_hooks(tuner, configs) -> None:
+    """Refuse what would run unguarded inside an autotuner's timing: the solution's own hooks and timer,
+    and an autotuner over another (its prune functions would run inside the pause)."""
+    if (any(config.pre_hook for config in configs) or tuner.user_defined_pre_hook or tuner.user_defined_post_hook
+            or tuner._do_bench is not None):
+        raise TypeError("[launch-args] autotune pre_hook, post_hook and do_bench are host code the "
+                        "guards cannot see; reset_to_zero and restore_value are allowed")
+    if isinstance(tuner.fn, type(tuner)):
+        raise TypeError("[launch-args] an autotuner over another autotuner: tune one set of configs")
 
 
 # Launch arguments reach the interpreted kernel body, which calls back into them (truth tests,
