@@ -195,3 +195,30 @@ def test_a_kernel_objects_api_is_all_listed():
     installed = {n for c in (JITFunction, Autotuner, Heuristics) for n in dir(c)
                  if not (n.startswith("__") and n.endswith("__"))}
     assert installed <= KERNEL_OBJECT_API, sorted(installed - KERNEL_OBJECT_API)
+
+
+# --- Verdicts that once depended on the Triton installed ----------------------------------------------------
+
+def test_an_autotune_hook_is_refused_whatever_the_triton(tmp_path):
+    """From Triton 3.8 a tuner left with one config skips _bench, where the hooks were refused; on the
+    interpreter (one config kept) a post_hook passed under 3.8 and 3.9. Refused under every Triton."""
+    from d2k_env.evaluator import Evaluator
+    from d2k_env.task import load_task
+    from d2k_env.verdict import format_result
+
+    task = load_task("fused_add_rmsnorm")
+    source = task.reference_path.read_text()
+    source = source.replace("@triton.jit\ndef _rmsnorm_two_pass", "def _hook(*args, **kwargs):\n    pass\n\n\n"
+                            "@triton.autotune(configs=[triton.Config({}, num_warps=4), triton.Config({}, num_warps=8)],"
+                            " key=['N'], post_hook=_hook)\n@triton.jit\ndef _rmsnorm_two_pass", 1)
+    source = source.replace(", num_warps=num_warps)", ")")
+    assert "post_hook=_hook" in source and "num_warps=num_warps)" not in source
+    path = tmp_path / "solution.py"
+    path.write_text(source)
+    ev = Evaluator(task, "interpreter")
+    try:
+        result = ev.evaluate(path, "submit", workloads=[ev.workloads[0].name])
+    finally:
+        ev.close()
+    assert not result.correct and "[launch-args] autotune pre_hook, post_hook" in format_result(result), \
+        format_result(result)
