@@ -22,8 +22,11 @@ from d2k_env.task import GUIDANCE_LAYERS, TASK_FOLDERS, TASKS_PATH_VAR, builtin_
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = "fused_add_rmsnorm"
-# What a wheel install needs beside the package: where torch, Triton, Gymnasium, NumPy and rich live.
-DEPENDENCY_PATHS = sorted({str(Path(m.__file__).resolve().parent.parent) for m in (torch, triton, gym, numpy, rich)})
+# What a wheel install needs beside the package: where torch, Triton, Gymnasium, NumPy and rich live, in
+# this interpreter's sys.path order (a virtual environment's Triton shadows the machine's, as here).
+_SEARCH_ORDER = [os.path.realpath(entry or ".") for entry in sys.path]
+DEPENDENCY_PATHS = sorted({str(Path(m.__file__).resolve().parent.parent) for m in (torch, triton, gym, numpy, rich)},
+                          key=lambda p: _SEARCH_ORDER.index(p) if p in _SEARCH_ORDER else len(_SEARCH_ORDER))
 
 
 def copy_task(task_id: str, into: Path, new_id: str) -> None:

@@ -169,6 +169,10 @@ def _python_roots() -> list[str]:
     entries (packages installed beside the machine's) that neither hold nor lie in the project."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     roots.update(p for p in site.getsitepackages() if os.path.isdir(p))
+    # A virtual environment's interpreter reads pyvenv.cfg, beside its executable or one level up, as it
+    # starts; in a process started without the site module (python -S) sys.prefix does not name it.
+    here = os.path.dirname(os.path.abspath(sys.executable))
+    roots.update(d for d in (here, os.path.dirname(here)) if os.path.isfile(os.path.join(d, "pyvenv.cfg")))
     project = os.path.realpath(_PACKAGE_PARENT)
     for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
         real = os.path.realpath(entry) if entry else ""
