@@ -212,8 +212,8 @@ def processes_allowed(monkeypatch):
     supervisor's guarantee is tested where processes can be made at all."""
     confinement_for = sandbox.confinement_for
 
-    def allowing(scratch, triton_cache, task_root, outputs_dir, role, interpret):
-        c = confinement_for(scratch, triton_cache, task_root, outputs_dir, role, interpret)
+    def allowing(scratch, triton_cache, task_root, outputs_dir, *rest):
+        c = confinement_for(scratch, triton_cache, task_root, outputs_dir, *rest)
         c.processes, c.write = True, c.write + [str(Path(outputs_dir) / "pids")]
         return c
     monkeypatch.setattr(sandbox, "confinement_for", allowing)

@@ -3,8 +3,11 @@ must give the verdict a fresh one gives, see nothing of the evaluation before it
 never outlive the evaluator; a spare that died idle is no verdict on the solution."""
 
 import gc
+import json
 import os
 import signal
+import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -172,3 +175,32 @@ def test_no_process_or_directory_of_a_spare_outlives_its_evaluator(how):
         gc.collect()
     assert all(map(_gone, pids)), [p for p in pids if not _gone(p)]
     assert not any(d.exists() for d in directories)
+
+
+SPARES_THEN_WAIT = textwrap.dedent("""
+    import json, sys, time
+    from d2k_env.evaluator import Evaluator, PhaseLimits, reaper
+    from d2k_env.task import load_task
+
+    ev = Evaluator(load_task("fused_add_rmsnorm"), "interpreter", limits=PhaseLimits(default=120), spares=True)
+    assert ev.evaluate(ev.task.reference_path).correct
+    while not all(reaper.descendants(s._proc.pid) for s in ev._spares.values()):
+        time.sleep(0.05)
+    print(json.dumps([pid for s in ev._spares.values() for pid in [s._proc.pid, *reaper.descendants(s._proc.pid)]]),
+          flush=True)
+    time.sleep(600)
+""")
+
+
+def test_no_process_of_a_spare_outlives_a_killed_env_process():
+    """SIGKILLed, the env cannot clean up: each spare's supervisor learns it from the kernel and
+    takes its worker down (what the kernel cannot do, remove directories, is left as before)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(ev_module.__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-c", SPARES_THEN_WAIT], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        pids = json.loads(proc.stdout.readline())
+    finally:
+        proc.kill()
+        proc.wait()
+    assert len(pids) >= 4
+    assert _wait(lambda: all(map(_gone, pids))), [p for p in pids if not _gone(p)]

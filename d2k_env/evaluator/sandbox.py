@@ -4,14 +4,16 @@ The child gets its own session, a private scratch directory as working directory
 the episode's Triton cache, a scrubbed environment, resource limits (file size, CPU time,
 processes), no network where the OS allows a private network namespace, and a ``sys.path`` without
 the agent's workspace. Progress and the result come back as JSON lines on a dedicated pipe; each
-phase (load, check, time, ...) has its own time limit. stdout and stderr are kept only as clipped
-text to show the agent.
+phase (load, check, time, ...) has its own time limit, counted from the moment the request is
+handed over. stdout and stderr are kept only as clipped text to show the agent. A worker may be
+started before its request exists (:class:`Worker`, a spare that warms up meanwhile); it still
+serves exactly one.
 
 Guarantee: no process started by an evaluation outlives it, wherever it went (``setsid()``,
 ``setpgid()``, double forks). The child is a supervisor (:mod:`d2k_env.evaluator.reaper`, which never
 runs agent code) that makes itself the child subreaper of the worker's whole tree, so orphans below
 it are re-parented to it rather than to init; when the evaluation ends (the result arrived, the
-worker died, a limit was hit, or an exception reached :func:`run_worker`) the env asks it to SIGKILL
+worker died, a limit was hit, or an exception reached :meth:`Worker.run`) the env asks it to SIGKILL
 and reap every descendant, then kills its process group as before. If the env itself dies (even by
 SIGKILL) the kernel tells the supervisor (``PR_SET_PDEATHSIG``), which takes the tree down the same
 way; if the supervisor dies, the kernel kills the worker. The env never waits on a supervisor that
