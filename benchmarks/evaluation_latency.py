@@ -11,6 +11,12 @@ spares existed); ``warm`` dispatches to the spares (``spares=True``).
 
 Prints one JSON line per evaluation (task, mode, seconds, load average) and a Markdown table of
 medians with min and max; ``--json PATH`` also writes every sample.
+
+    python benchmarks/evaluation_latency.py --one-shot [--calls 5]
+
+What spares cost an evaluator that evaluates once and is closed (as most tests' are): the
+evaluation's own time (which with ``spares=True`` includes starting the two spares) and its
+``close()`` (which then takes them down), each mode in turn.
 """
 
 from __future__ import annotations
@@ -58,6 +64,26 @@ def measure(task_id: str, mode: str, backend: str, calls: int, gap: float) -> li
         ev.close()
 
 
+def one_shot(task_id: str, calls: int) -> None:
+    task = load_task(task_id)
+    rows = {False: [], True: []}
+    for _ in range(calls):
+        for spares in (False, True):
+            ev = Evaluator(task, "interpreter", spares=spares)
+            started = time.perf_counter()
+            assert ev.evaluate(task.reference_path, "test").correct
+            evaluated = time.perf_counter()
+            ev.close()
+            rows[spares].append((evaluated - started, time.perf_counter() - evaluated))
+            print(json.dumps({"spares": spares, "evaluate_s": round(rows[spares][-1][0], 3),
+                              "close_s": round(rows[spares][-1][1], 3), "load1": os.getloadavg()[0]}), flush=True)
+    print("\n| spares | evaluate, s, median (min-max) | close, s, median (min-max) |\n|---|---|---|")
+    for spares, pairs in rows.items():
+        ev_s, close_s = zip(*pairs)
+        print(f"| {spares} | {statistics.median(ev_s):.2f} ({min(ev_s):.2f}-{max(ev_s):.2f}) | "
+              f"{statistics.median(close_s):.3f} ({min(close_s):.3f}-{max(close_s):.3f}) |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="*", default=None, help="default: every shipped task")
@@ -66,6 +92,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--gap", type=float, default=20.0, help="idle seconds before each timed evaluation")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--one-shot", action="store_true", help="the cost of spares to a one-shot evaluator")
     args = parser.parse_args()
     tasks = args.tasks or task_ids()
     import torch
@@ -75,6 +102,9 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} commit {commit}, Python {platform.python_version()}, torch "
           f"{torch.__version__}, Triton {triton.__version__}, {platform.system()} {platform.release()}, "
           f"{os.cpu_count()} CPUs, load {os.getloadavg()}", flush=True)
+    if args.one_shot:
+        one_shot(tasks[0], args.calls)
+        return
     samples = [s for task in tasks for mode in args.modes
                for s in measure(task, mode, args.backend, args.calls, args.gap)]
     print("\n| task | mode | seconds, median (min-max) | load (1 min), median |\n|---|---|---|---|")

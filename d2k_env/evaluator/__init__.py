@@ -13,6 +13,7 @@ import signal
 import stat
 import shutil
 import tempfile
+import threading
 import time
 import warnings
 import weakref
@@ -154,7 +155,7 @@ class Evaluator:
         (the solution worker's) moved into its outputs directory first. Returns the result and the
         worker, whose directory the caller removes (``close()``) once done with its outputs."""
         spare = self._spares.pop(req.role, None)
-        if spare is not None and not spare.alive():  # killed while idle, or its starting thread is gone
+        if spare is not None and not self._usable(spare):
             spare.close()
             spare = None
         worker = spare or self._start(req.role)
@@ -195,10 +196,17 @@ class Evaluator:
             return
         for role in ("solution", "check"):
             spare = self._spares.get(role)
-            if spare is None or not spare.alive():
+            if spare is None or not self._usable(spare):
                 if spare is not None:
                     spare.close()
                 self._spares[role] = self._start(role)
+
+    @staticmethod
+    def _usable(spare: Worker) -> bool:
+        """Alive (not killed while idle, its starting thread not gone), and started by the calling
+        thread: a spare dies with the thread that started it, even mid-evaluation, so another
+        thread's spare could die under an evaluation it was handed."""
+        return spare.thread is threading.current_thread() and spare.alive()
 
     def _result(self, req: EvalRequest, outcome: WorkerOutcome) -> EvalResult:
         """The worker's outcome as a result: its death named, or its report, checked."""

@@ -263,6 +263,7 @@ class Worker:
         self._channel_fd = self._status_fd = -1
         self._output: OutputTail | None = None
         self._ran = False
+        self.thread = threading.current_thread()  # the thread whose exit ends it (PR_SET_PDEATHSIG)
 
     @classmethod
     def start(cls, role: str, triton_cache: Path, interpret: bool, memcheck: MemcheckTool | None = None,
