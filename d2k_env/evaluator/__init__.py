@@ -151,9 +151,10 @@ class Evaluator:
 
     def _run(self, req: EvalRequest, outputs: Path | None = None) -> tuple[EvalResult, Worker]:
         """Run ``req`` (its ``root`` and ``outputs_dir`` become the worker's) on the spare of its role
-        when that is alive, else on a worker started now; the check role gets the files in ``outputs``
-        (the solution worker's) moved into its outputs directory first. Returns the result and the
-        worker, whose directory the caller removes (``close()``) once done with its outputs."""
+        when that is usable (see :meth:`_usable`), else on a worker started now; the check role gets
+        the files in ``outputs`` (the solution worker's) moved into its outputs directory first.
+        Returns the result and the worker, whose directory the caller removes (``close()``) once
+        done with its outputs."""
         spare = self._spares.pop(req.role, None)
         if spare is not None and not self._usable(spare):
             spare.close()
@@ -162,9 +163,9 @@ class Evaluator:
         try:
             req, outcome = self._dispatch(worker, req, outputs)
             if spare is not None and not outcome.began:
-                # The spare ended before its channel carried anything (it died between the check
-                # above and taking the request, or while still warming up): nothing of the request
-                # ran, so this is no verdict on the solution. Once more, on a fresh worker.
+                # The spare ended before its channel carried anything (it died after the check above,
+                # before or while taking the request, or while still warming up): nothing of the
+                # request ran, so this is no verdict on the solution. Once more, on a fresh worker.
                 stale, worker = worker, self._start(req.role)
                 try:
                     req, outcome = self._dispatch(worker, req, stale.outputs_dir if outputs is not None else None)

@@ -2,8 +2,9 @@
 
 Usage (by the supervisor, :mod:`d2k_env.evaluator.reaper`, only): ``python -m d2k_env.evaluator.worker
 FD processes|no-processes`` with the JSON :class:`EvalRequest` on stdin, which the worker reads only
-once it is warm (see :func:`warm_up`): a spare waits there, and an empty stdin ends it unused. Progress and the result are JSON lines on file descriptor FD,
-the harness's own channel: whatever the solution prints goes to stdout/stderr and never counts.
+once it is warm (see :func:`warm_up`): a spare waits there, and an empty stdin ends it unused.
+Progress and the result are JSON lines on file descriptor FD, the harness's own channel: whatever
+the solution prints goes to stdout/stderr and never counts.
 
 Two roles, two processes:
 
