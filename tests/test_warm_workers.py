@@ -5,6 +5,7 @@ never outlive the evaluator; a spare that died idle is no verdict on the solutio
 import gc
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -188,6 +189,7 @@ SPARES_THEN_WAIT = textwrap.dedent("""
         time.sleep(0.05)
     print(json.dumps([pid for s in ev._spares.values() for pid in [s._proc.pid, *reaper.descendants(s._proc.pid)]]),
           flush=True)
+    print(json.dumps([str(s.directory) for s in ev._spares.values()]), flush=True)
     time.sleep(600)
 """)
 
@@ -197,10 +199,16 @@ def test_no_process_of_a_spare_outlives_a_killed_env_process():
     takes its worker down (what the kernel cannot do, remove directories, is left as before)."""
     env = {**os.environ, "PYTHONPATH": str(Path(ev_module.__file__).resolve().parents[2])}
     proc = subprocess.Popen([sys.executable, "-c", SPARES_THEN_WAIT], stdout=subprocess.PIPE, text=True, env=env)
+    directories = []
     try:
         pids = json.loads(proc.stdout.readline())
+        directories = json.loads(proc.stdout.readline())
     finally:
         proc.kill()
         proc.wait()
-    assert len(pids) >= 4
-    assert _wait(lambda: all(map(_gone, pids))), [p for p in pids if not _gone(p)]
+    try:
+        assert len(pids) >= 4
+        assert _wait(lambda: all(map(_gone, pids))), [p for p in pids if not _gone(p)]
+    finally:
+        for directory in directories:
+            shutil.rmtree(directory, ignore_errors=True)
