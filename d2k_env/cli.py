@@ -63,14 +63,16 @@ def cmd_eval(args) -> int:
     evaluator = Evaluator(task, args.backend)
     mode = args.mode or ("benchmark" if evaluator.can_time else "test")
     names = args.workloads or [w.name for w in evaluator.workloads]
+    # A submit draws its held-out shapes once per evaluation: one evaluation holds every workload.
+    batches = [names] if mode == "submit" else [[name] for name in names]
     merged: EvalResult | None = None
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
-        bar = progress.add_task(f"{task.id} on {evaluator.backend}", total=len(names))
-        for name in names:  # one child per workload, so progress is real; the Triton cache is shared
-            progress.update(bar, description=f"{task.id} on {evaluator.backend}: {mode} {name}")
-            result = evaluator.evaluate(path, mode, [name], seed=args.seed)
+        bar = progress.add_task(f"{task.id} on {evaluator.backend}", total=len(batches))
+        for batch in batches:  # one child per workload, so progress is real; the Triton cache is shared
+            progress.update(bar, description=f"{task.id} on {evaluator.backend}: {mode} {', '.join(batch)}")
+            result = evaluator.evaluate(path, mode, batch, seed=args.seed)
             if merged is None:
                 merged = result
             else:
@@ -86,6 +88,18 @@ def cmd_eval(args) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(merged.to_dict(), indent=2))
     return 0 if merged.correct else 1
+
+
+def cmd_new_task(args) -> int:
+    from d2k_env.tasks.scaffold import scaffold
+
+    written = scaffold(args.id, Path(args.dir))
+    for path in written:
+        print(path)
+    console.print(f"Wrote task {args.id!r}: a worked example to replace with your operator (each field is "
+                  f"explained where it is set). Then: D2K_TASKS_PATH={Path(args.dir).resolve()} d2k eval "
+                  f"{args.id} {written[2]} --mode submit")
+    return 0
 
 
 def cmd_demo(args) -> int:
@@ -321,11 +335,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("task")
     p.add_argument("file")
     p.add_argument("--backend", default="auto", choices=("auto", "cuda", "interpreter"))
-    p.add_argument("--mode", choices=("test", "benchmark"), help="default: benchmark on cuda, test otherwise")
+    p.add_argument("--mode", choices=("test", "benchmark", "submit"),
+                   help="default: benchmark on cuda, test otherwise; submit also checks held-out shapes drawn "
+                        "from the seed, as the env's submit does")
     p.add_argument("--workloads", nargs="+", help="only these workloads")
     p.add_argument("--seed", type=int, help="input seed (default: a fresh secret one)")
     p.add_argument("--json", help="also write the full result as JSON here")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("new-task", help="scaffold a task's six files in a task directory")
+    p.add_argument("id", help="the task id, a Python identifier")
+    p.add_argument("--dir", default=".", help="the task directory (holding tasks/, baselines/, references/, "
+                                              "guidance/); default: the current directory")
+    p.set_defaults(func=cmd_new_task)
 
     p = sub.add_parser("demo", help="one whole episode by a scripted policy that submits the reference")
     p.add_argument("task", nargs="?", default="fused_add_rmsnorm")

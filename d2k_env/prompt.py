@@ -39,7 +39,8 @@ CAPABILITIES = (
     "Ordinary Python is fine: typing annotations, @dataclass and NamedTuple records, "
     "logging.getLogger(__name__), warnings.warn, functools.lru_cache, module-level caches of plain values "
     "(block sizes keyed by shape or device), helpers that build autotune configs, @triton.autotune and "
-    "@triton.heuristics, getattr with a literal name, torch.cuda.device contexts and device queries. "
+    "@triton.heuristics, getattr with a literal name, torch.cuda.device contexts and device queries, "
+    "import fallbacks (try/except ImportError), aliases of forward and of kernels, __main__ self-tests. "
     "Not allowed (a refusal names its rule in brackets and says what to do instead): "
     + "; ".join(f"{rules.BY_ID[rid].refuses} [{rid}]" for rid in PROMPT_RULES)
     + ". Every evaluation runs in a sandbox: it can write only its own scratch directory."

@@ -3,27 +3,14 @@
 A task ``<id>`` is made of four pieces, found under a *task directory* holding the four folders
 ``tasks/``, ``baselines/``, ``references/`` and ``guidance/``:
 
-- ``tasks/<id>.py``: the declarative spec (module constants below) plus ``make_inputs``,
-  ``roofline`` and optionally ``check``;
+- ``tasks/<id>.py``: the spec, ``TASK = TaskSpec(...)``;
 - ``baselines/<id>.py``: the PyTorch eager baseline, a module exposing ``forward(*inputs)``;
 - ``references/<id>.py``: the expert Triton kernel, same contract;
 - ``guidance/<id>/L1.md``, ``L2.md``, ``L3.md``: design guidance.
 
-Spec module contract (``tasks/<id>.py``):
-
-``TITLE``, ``FAMILY``, ``SOURCES`` (list of str), ``DESCRIPTION`` (what ``forward`` computes),
-``WORKLOADS`` and ``SMOKE_WORKLOADS`` (lists of :class:`Workload`), ``OUTPUTS`` (output names),
-``ALLOWED_TORCH`` (torch attributes a solution may call: allocation, views, queries),
-optionally ``IN_PLACE_INPUTS`` (indices of inputs the task updates in place),
-``make_inputs(workload, gen, device) -> tuple`` (``gen`` is a ``torch.Generator`` or ``None`` on
-the ``meta`` device), ``roofline(workload) -> Roofline``, and optionally
-``check(outputs, expected, inputs) -> CheckResult`` replacing :func:`d2k_env.evaluator.checking.allclose_check`.
-
-Optionally, held-out shapes (THREATS class 12, shape specialisation): ``HELDOUT_SHAPES``, a
-sentence stating the shape family the prompt promises, and ``heldout_workloads(rng, smoke) ->
-list[Workload]``, shapes of that family drawn from ``rng`` (a ``random.Random`` seeded from the
-submission's secret seed; ``smoke`` asks for sizes the CPU interpreter runs quickly). ``submit``
-checks them too, untimed: a kernel that only works on the published shapes scores 0.
+The spec file binds ``TASK``, a :class:`d2k_env.tasks.TaskSpec` (the task-author API: typed
+fields, each validated as the spec is built; README.md's "Adding a task" has a table of them).
+A spec that fails to load raises ``ValueError`` naming the file, the field and what was expected.
 
 Task directories: the shipped tasks (the repository's top-level folders in a checkout; a wheel
 carries them inside the package, under ``d2k_env/builtin/``), then each directory named in
@@ -41,7 +28,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 GUIDANCE_LAYERS = ("L1", "L2", "L3")
 
@@ -107,41 +94,42 @@ class CheckResult:
 
 @dataclass
 class Task:
-    """A loaded task: its spec module plus the paths of its other pieces."""
+    """A loaded task: its spec plus the paths of its other pieces."""
 
     id: str
-    spec: ModuleType
+    spec: Any  # d2k_env.tasks.TaskSpec (imported when a task is loaded, with torch)
     root: Path
     workloads: list[Workload] = field(default_factory=list)
     smoke_workloads: list[Workload] = field(default_factory=list)
 
     @property
     def title(self) -> str:
-        return self.spec.TITLE
+        return self.spec.title
 
     @property
     def family(self) -> str:
-        return self.spec.FAMILY
+        return self.spec.family
 
     @property
     def description(self) -> str:
-        return self.spec.DESCRIPTION.strip()
+        """What forward computes, then the "Checked:" sentence generated from the task's checker."""
+        return self.spec.description.strip() + "\n" + self.spec.checked
 
     @property
     def sources(self) -> list[str]:
-        return list(self.spec.SOURCES)
+        return list(self.spec.sources)
 
     @property
     def outputs(self) -> list[str]:
-        return list(self.spec.OUTPUTS)
+        return [o.name for o in self.spec.outputs]
 
     @property
     def allowed_torch(self) -> frozenset[str]:
-        return frozenset(self.spec.ALLOWED_TORCH)
+        return frozenset(self.spec.allowed_torch)
 
     @property
     def in_place_inputs(self) -> frozenset[int]:
-        return frozenset(getattr(self.spec, "IN_PLACE_INPUTS", ()))
+        return frozenset(self.spec.in_place_inputs)
 
     @property
     def spec_path(self) -> Path:
@@ -172,15 +160,12 @@ class Task:
         raise KeyError(f"task {self.id!r} has no workload {name!r}; workloads: {names}")
 
     @property
-    def heldout_shapes(self) -> str | None:
-        return getattr(self.spec, "HELDOUT_SHAPES", None)
+    def heldout_shapes(self) -> str:
+        return self.spec.heldout.shapes
 
     def heldout_workloads(self, seed: int, smoke: bool) -> list[Workload]:
-        """The task's held-out shapes for a submission with secret ``seed`` (none if it has none)."""
-        draw = getattr(self.spec, "heldout_workloads", None)
-        if draw is None:
-            return []
-        drawn = draw(random.Random(seed), smoke)
+        """The task's held-out shapes for a submission with secret ``seed``."""
+        drawn = self.spec.heldout.draw(random.Random(seed), smoke)
         return [Workload(f"held-out {w.name}", dict(w.params), heldout=True) for w in drawn]
 
     def make_inputs(self, workload: Workload, gen: Any, device: Any) -> tuple:
@@ -189,9 +174,10 @@ class Task:
     def roofline(self, workload: Workload) -> Roofline:
         return self.spec.roofline(workload)
 
-    @property
-    def checker(self) -> Callable | None:
-        return getattr(self.spec, "check", None)
+    def checker(self, outputs: tuple, expected: tuple, inputs: tuple) -> CheckResult:
+        """The task's checker on outputs in the task's order (their structure already checked)."""
+        names = self.outputs
+        return self.spec.check.verdict(dict(zip(names, outputs)), dict(zip(names, expected)), inputs)
 
 
 def _load_module(path: Path, name: str) -> ModuleType:
@@ -201,10 +187,6 @@ def _load_module(path: Path, name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-_REQUIRED = ("TITLE", "FAMILY", "SOURCES", "DESCRIPTION", "WORKLOADS", "SMOKE_WORKLOADS", "OUTPUTS",
-             "ALLOWED_TORCH", "make_inputs", "roofline")
 
 
 def load_task(task_id: str, root: str | Path | None = None) -> Task:
@@ -228,12 +210,28 @@ def _load_task(task_id: str, root: str) -> Task:
     known = task_ids(base)
     if task_id not in known:
         raise KeyError(f"unknown task {task_id!r} in {base} (known: {', '.join(known) or 'none'})")
+    return _task_from_spec(task_id, base)
+
+
+def load_snapshot(task_id: str, root: str) -> Task:
+    """The task of an evaluation's private snapshot, which holds its spec and baseline only (no
+    worker sees the reference or the guidance). Trusted: the evaluator made it from a loaded task."""
+    return _task_from_spec(task_id, Path(root))
+
+
+def _task_from_spec(task_id: str, base: Path) -> Task:
+    from d2k_env.tasks import SpecError, TaskSpec  # loads torch: only once a task is loaded
+
     path = base / "tasks" / f"{task_id}.py"
-    spec = _load_module(path, f"d2k_tasks.{task_id}")
-    missing = [attr for attr in _REQUIRED if not hasattr(spec, attr)]
-    if missing:
-        raise ValueError(f"{path} lacks {', '.join(missing)}")
-    return Task(task_id, spec, base, list(spec.WORKLOADS), list(spec.SMOKE_WORKLOADS))
+    try:
+        module = _load_module(path, f"d2k_tasks.{task_id}")
+    except SpecError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    spec = getattr(module, "TASK", None)
+    if not isinstance(spec, TaskSpec):
+        raise ValueError(f"{path}: expected TASK = d2k_env.tasks.TaskSpec(...); got {type(spec).__name__} "
+                         f"(see README.md, Adding a task, or d2k new-task)")
+    return Task(task_id, spec, base, list(spec.workloads), list(spec.smoke_workloads))
 
 
 def _task_files(base: Path, task_id: str) -> list[Path]:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 
 from d2k_env.evaluator.protocol import EvalResult
+from d2k_env.evaluator.rules import advice
+
+_RULE = re.compile(r"\[([a-z][a-z0-9-]*)\]")
 
 
 def geomean(values: list[float]) -> float:
@@ -48,6 +52,12 @@ def format_result(result: EvalResult, title: str = "") -> str:
                 if w.max_abs_err is not None and w.correct:
                     errs = f" (max abs err {w.max_abs_err:.3g}, max rel err {w.max_rel_err:.3g})"
                 lines.append(f"{w.name:<16} {ok:<3} {w.message}{errs}")
+    # What an honest solution does instead, once per rule the verdict names (the policy's refusals
+    # carry theirs already; run-time rules get theirs here).
+    named = _RULE.findall("\n".join([result.error or "", *(w.message for w in result.workloads if not w.correct)]))
+    told = set(re.findall(r"^\[([a-z0-9-]+)\] instead:", result.error or "", re.M))
+    if hint := advice(r for r in named if r not in told):
+        lines.append(hint)
     if result.profile is not None:
         lines.append(f"{'kernel':<60} {'calls':>5} {'us/call':>10}")
         for row in result.profile[:30]:

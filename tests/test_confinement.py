@@ -195,9 +195,47 @@ def test_a_process_confining_itself_before_exec_keeps_the_domain_across_exec(tmp
     allowed.mkdir()
     outside.mkdir()
     spec = json.dumps({"read": list(sandbox.SYSTEM_READ_ROOTS), "write": [str(allowed)],
-                       "devices": ["/dev/null"], "tcp_ports": []})
+                       "devices": ["/dev/null"], "tcp_ports": [], "listed": []})
     script = f"echo in > {allowed}/a; echo out > {outside}/b"
     done = subprocess.run([sys.executable, "-I", "-S", confine.__file__, spec, "/bin/sh", "-c", script],
                           capture_output=True, text=True, timeout=60)
     assert (allowed / "a").read_text() == "in\n"
     assert not (outside / "b").exists() and "Permission denied" in done.stderr, done.stderr
+
+
+@pytest.mark.skipif(not landlock_abi(), reason="this kernel has no Landlock")
+def test_a_read_root_holding_the_references_is_stepped_around(tmp_path):
+    """Installed from a wheel, the shipped references lie inside the package and site-packages, both
+    read roots of a worker: those roots become list-only rules plus read rules on every other entry,
+    so Python can still list and import the package while no reference can be read."""
+    import subprocess
+    import sys
+
+    import d2k_env.evaluator.confine as confine
+
+    site = tmp_path / "site"
+    (site / "d2k_env" / "builtin" / "references").mkdir(parents=True)
+    (site / "d2k_env" / "builtin" / "tasks").mkdir()
+    (site / "d2k_env" / "builtin" / "references" / "op.py").write_text("expert kernel\n")
+    (site / "d2k_env" / "builtin" / "tasks" / "op.py").write_text("spec\n")
+    (site / "torch").mkdir()
+    (site / "torch" / "lib.py").write_text("library\n")
+    read, listed = sandbox._hiding([*sandbox.SYSTEM_READ_ROOTS, str(site)],
+                                   [str(site / "d2k_env" / "builtin" / "references")])
+    assert str(site) in listed and str(site) not in read
+    spec = json.dumps({"read": read, "write": [], "devices": ["/dev/null"], "tcp_ports": [], "listed": listed})
+    b = site / "d2k_env" / "builtin"
+    script = f"cat {site}/torch/lib.py {b}/tasks/op.py; ls {b}/references; cat {b}/references/op.py"
+    done = subprocess.run([sys.executable, "-I", "-S", confine.__file__, spec, "/bin/sh", "-c", script],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == ["library", "spec", "op.py"], done
+    assert "expert kernel" not in done.stdout and "Permission denied" in done.stderr, done.stderr
+
+
+def test_a_workers_task_snapshot_holds_no_reference(tmp_path):
+    from d2k_env.evaluator import snapshot_task
+
+    task = load_task("fused_add_rmsnorm")
+    root = snapshot_task(task, tmp_path / "run")
+    held = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert held == ["baselines/fused_add_rmsnorm.py", "tasks/fused_add_rmsnorm.py"], held

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from d2k_env.evaluator import Evaluator, PhaseLimits
-from d2k_env.evaluator.checking import allclose_check, check_contract, dtype_step, one_step_check
+from d2k_env.evaluator.checking import check_contract
+from d2k_env.tasks import PerOutput, dtype_step
 from d2k_env.evaluator.protocol import derive_seed
 from d2k_env.evaluator.worker import portable
 from d2k_env.reward import submission_reward
@@ -124,15 +125,15 @@ def test_workspace_files_do_not_shadow_packages(evaluator, tmp_path):
     assert evaluator.evaluate(sol).correct
 
 
-def test_allclose_check_rejects_nan_and_reports_the_first_bad_element():
+def test_default_fp32_check_rejects_nan_and_reports_the_first_bad_element():
     import torch
     ref = torch.ones(4, 4)
     out = ref.clone()
     out[2, 3] = 1.5
-    verdict = allclose_check((out,), (ref,), ["y"])
+    verdict = PerOutput().verdict({"y": out}, {"y": ref}, ())
     assert not verdict.ok and "first at [2, 3]" in verdict.message
     out[0, 0] = float("nan")
-    assert "NaN" in allclose_check((out,), (ref,), ["y"]).message
+    assert "NaN" in PerOutput().verdict({"y": out}, {"y": ref}, ()).message
     assert check_contract((ref,), (ref,), ["y"]) is None
 
 
@@ -186,6 +187,10 @@ def test_one_step_check_admits_one_rounding_step_and_no_more():
     lse = torch.randn(64)
     up_one = ref.view(torch.int16).add(1).view(torch.bfloat16)  # the next bf16 value away from zero
     up_two = ref.view(torch.int16).add(2).view(torch.bfloat16)
+
+    def one_step_check(outputs, expected, names):  # the default: one step for bf16, a tolerance for fp32
+        return PerOutput().verdict(dict(zip(names, outputs)), dict(zip(names, expected)), ())
+
     names = ["out", "lse"]
     assert one_step_check((up_one, lse + 1e-6), (ref, lse), names).ok
     two = one_step_check((up_two, lse), (ref, lse), names)

@@ -14,21 +14,29 @@ import pytest
 
 import wandb_records
 from d2k_env.cli import main
-from d2k_env.task import project_root, task_ids
+from d2k_env.task import builtin_root, load_task, task_ids
+from d2k_env.tasks.wrong_solutions import generate
 from d2k_env.trajectory import chat_transcript, read_trajectory
 from mock_openai import MockChatServer
 
-ROOT = project_root()
 CONDITIONS = ("none", "L1+L2+L3")
-# What the scripted model writes: wrong kernels without guidance on two tasks, correct ones otherwise.
-SOLUTIONS = {
-    ("fused_add_rmsnorm", "none"): "tests/solutions/wrong/fused_add_rmsnorm_no_weight.py",
-    ("fused_add_rmsnorm", "L1+L2+L3"): "tests/solutions/correct/fused_add_rmsnorm_chunked.py",
-    ("merge_attn_states", "none"): "tests/solutions/wrong/merge_attn_states_ignores_inf.py",
-    ("merge_attn_states", "L1+L2+L3"): "references/merge_attn_states.py",
-    ("per_token_group_quant_fp8", "none"): "references/per_token_group_quant_fp8.py",
-    ("per_token_group_quant_fp8", "L1+L2+L3"): "references/per_token_group_quant_fp8.py",
-}
+# The shipped tasks (the run below strips D2K_TASKS_PATH), whatever they are.
+TASKS = task_ids(builtin_root())
+WRONG_TASK = TASKS[0]
+
+
+def _written(task_id: str, condition: str) -> tuple[str, bool]:
+    """What the scripted model writes, and whether it is correct: without guidance, the first task's
+    reference with its last row left unwritten; the reference everywhere else."""
+    task = load_task(task_id)
+    if (task_id, condition) == (WRONG_TASK, "none"):
+        (wrong,) = [g for g in generate(task) if g.kind == "last_row_unwritten"]
+        return wrong.source, False
+    return task.reference_path.read_text(), True
+
+
+SOLUTIONS = {(t, c): _written(t, c) for t in TASKS for c in CONDITIONS}
+EPISODES = len(SOLUTIONS)
 EXPECTED_TOOLS = ["list_files", "read_file", "read_file", None, "write_file", "submit"]
 
 
@@ -46,7 +54,7 @@ def kernel_engineer(body):
         {"content": 'Now the stub.\n<tool_call>{"name": "read_file", "arguments": {"path": "solution.py"}}</tool_call>'},
         {"content": "I am ready to write the kernel."},
         {"tool_calls": [("write_file", {"path": "solution.py",
-                                        "content": (ROOT / SOLUTIONS[(task, condition)]).read_text()})]},
+                                        "content": SOLUTIONS[(task, condition)][0]})]},
         {"tool_calls": [("submit", {})]},
     ][turn]
 
@@ -62,7 +70,6 @@ def server():
 
 
 def test_run_killed_midway_resumes_reports_and_logs_to_wandb(server, tmp_path):
-    assert set(task_ids()) == {t for t, _ in SOLUTIONS}
     run_dir = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "D2K_", "WANDB_"))}
     env.update(OPENAI_BASE_URL=server.url, OPENAI_API_KEY="test-key", WANDB_MODE="offline", WANDB_SILENT="true",
@@ -86,7 +93,7 @@ def test_run_killed_midway_resumes_reports_and_logs_to_wandb(server, tmp_path):
     first.wait()
     server.wait_idle()
     finished_before = {p.name: p.read_bytes() for p in episodes.glob("*.jsonl")}
-    assert 1 <= len(finished_before) < 6, "the kill must land midway:\n" + first_log.read_text()[-3000:]
+    assert 1 <= len(finished_before) < EPISODES, "the kill must land midway:\n" + first_log.read_text()[-3000:]
     billed_before = len(server.billed)
     prompts_before = {lines(episodes / name)[0]["prompt"] for name in finished_before}
 
@@ -94,10 +101,10 @@ def test_run_killed_midway_resumes_reports_and_logs_to_wandb(server, tmp_path):
     server.faults = [429, 500]
     rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=480)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
-    assert f"resuming: {len(finished_before)} of 6 episodes already finished" in " ".join(rerun.stdout.split())
+    assert f"resuming: {len(finished_before)} of {EPISODES} episodes already finished" in " ".join(rerun.stdout.split())
     files = sorted(episodes.iterdir())
     assert not [p for p in files if not p.name.endswith(".jsonl")], "no .tmp file may remain"
-    assert len(files) == 6
+    assert len(files) == EPISODES
     for name, data in finished_before.items():
         assert (episodes / name).read_bytes() == data, f"{name} was rewritten"
     assert not [b for b in server.billed[billed_before:] if b["first_user"] in prompts_before], \
@@ -115,10 +122,10 @@ def test_run_killed_midway_resumes_reports_and_logs_to_wandb(server, tmp_path):
         assert steps[0]["model_output"]["tool_calls"][1]["name"] == "read_file" and steps[1]["model_output"] is None
         assert "not valid JSON" in steps[3]["observation"] and '{"tool": "<name>"' in steps[3]["observation"]
         assert steps[5]["evaluation"]["mode"] == "submit" and steps[5]["terminated"]
-        correct = SOLUTIONS[key].startswith(("references", "tests/solutions/correct"))
+        code, correct = SOLUTIONS[key]
         assert summary["status"] == "finished" and summary["correct"] is correct
         assert steps[5]["evaluation"]["correct"] is correct and summary["total_reward"] == (1.0 if correct else 0.0)
-        assert summary["submitted_code"] == (ROOT / SOLUTIONS[key]).read_text()
+        assert summary["submitted_code"] == code
         assert summary["tokens"]["total_tokens"] == sum(s["tokens"]["total_tokens"] for s in steps)
         run_billing = server.billed[:billed_before] if header["prompt"] in prompts_before else server.billed[billed_before:]
         assert summary["tokens"]["total_tokens"] == sum(b["prompt_tokens"] + b["completion_tokens"]
@@ -143,13 +150,15 @@ def test_run_killed_midway_resumes_reports_and_logs_to_wandb(server, tmp_path):
         _, _, summary = trajectories[(cell["task"], cell["condition"])]
         assert (cell["episodes"], cell["correct"]) == (1, int(summary["correct"]))
         assert cell["speedup"] is None and cell["reference_fraction"] is None  # the interpreter cannot time
-    rates = {c: sum(trajectories[(t, c)][2]["correct"] for t in task_ids()) / 3 for c in CONDITIONS}
-    assert rates == {"none": pytest.approx(1 / 3), "L1+L2+L3": 1.0}
+    rates = {c: sum(trajectories[(t, c)][2]["correct"] for t in TASKS) / len(TASKS) for c in CONDITIONS}
+    assert rates == {"none": pytest.approx(1 - 1 / len(TASKS)), "L1+L2+L3": 1.0}
     assert {s["condition"]: s["correctness_rate"] for s in policy["conditions"]} == pytest.approx(rates)
     assert policy["uplift"]["overall"]["correctness_delta"] == pytest.approx(rates["L1+L2+L3"] - rates["none"])
     md = (run_dir / "report.md").read_text()
-    assert "| fused_add_rmsnorm | none | 0/1 |" in md and "| per_token_group_quant_fp8 | none | 1/1 |" in md
-    assert "| overall | none | L1+L2+L3 | 3 | 33% -> 100% (+67 pp) | n/a |" in md and "Speeds not measured" in md
+    assert f"| {WRONG_TASK} | none | 0/1 |" in md and f"| {TASKS[-1]} | none | 1/1 |" in md
+    none, delta = round(100 * rates["none"]), round(100 * (1 - rates["none"]))
+    assert f"| overall | none | L1+L2+L3 | {len(TASKS)} | {none}% -> 100% (+{delta} pp) | n/a |" in md
+    assert "Speeds not measured" in md
     assert (run_dir / "guidance_pairs.png").stat().st_size > 10_000 and (run_dir / "layer_stacking.png").exists()
 
     # 4. wandb (offline): one run, resumed by id, with episode and step metrics, the kernels and the config.
@@ -158,10 +167,10 @@ def test_run_killed_midway_resumes_reports_and_logs_to_wandb(server, tmp_path):
     assert offline and all(d.name.endswith(run_id) for d in offline)
     log = next(offline[-1].glob("run-*.wandb"))
     history = wandb_records.history(log)
-    ran_again = 6 - len(finished_before)
+    ran_again = EPISODES - len(finished_before)
     ended = [h for h in history if "episode/correct" in h]
     assert len(ended) == ran_again
-    assert sorted(h["episode/index"] for h in ended) == list(range(len(finished_before), 6))
+    assert sorted(h["episode/index"] for h in ended) == list(range(len(finished_before), EPISODES))
     assert len([h for h in history if "step/reward" in h]) == ran_again * len(EXPECTED_TOOLS)
     assert sum(h["episode/correct"] for h in ended) == sum(
         s["correct"] for h, _, s in trajectories.values() if h["prompt"] not in prompts_before)
@@ -170,7 +179,7 @@ def test_run_killed_midway_resumes_reports_and_logs_to_wandb(server, tmp_path):
         assert logged[-1] == pytest.approx(rate)
     table = json.loads(next(offline[-1].glob("files/media/table/kernels_*.table.json")).read_text())
     rows = [dict(zip(table["columns"], row)) for row in table["data"]]
-    assert len(rows) == 6
+    assert len(rows) == EPISODES
     for row in rows:
         _, _, summary = trajectories[(row["task"], row["condition"])]
         assert row["code"] == summary["submitted_code"] and row["correct"] == summary["correct"]
@@ -178,4 +187,4 @@ def test_run_killed_midway_resumes_reports_and_logs_to_wandb(server, tmp_path):
     assert config["backend"] == "interpreter" and config["gpu"] is None and config["guidance_conditions"] == ["L1+L2+L3", "none"]
     assert config["versions"]["torch"] and config["versions"]["triton"] and config["policy"]["model"] == "mock-kernel-model"
     summary = wandb_records.summary(log)
-    assert summary["mock-kernel-model/none/correctness_rate"] == pytest.approx(1 / 3)
+    assert summary["mock-kernel-model/none/correctness_rate"] == pytest.approx(rates["none"])

@@ -530,6 +530,8 @@ def test_loosened_honest_forms_pass(body):
     ("def h(x):\n    return x\nPLAN = {(1,): h}\ndef forward(x):\n    kernel = k\n    if x.shape[0] > 1:\n"
      "        kernel = PLAN\n    kernel[(1,)](x)\n    return x\n", "no-kernel", None),
     ("def forward(x):\n    for kernel in (k,):\n        kernel[(1,)](x)\n    return x\n", "no-kernel", None),
+    ("def h(x):\n    return x\nPLAN = {(1,): h}\ndef forward(x):\n    k = PLAN\n    kernel = k\n    kernel[(1,)](x)\n"
+     "    return x\n", "no-kernel", None),
     ("def forward(x):\n    kernel = k\n    f = kernel.fn\n    kernel[(1,)](x)\n    return x\n", "introspection", 3),
     ("def forward(x):\n    kernel = k\n    h = kernel.add_pre_run_hook\n    kernel[(1,)](x)\n    return x\n",
      "introspection", 3),
@@ -584,3 +586,38 @@ def test_loosened_forms_refuse_their_reuse(body, rule, line):
     found = rules(body)
     # line None: a rule about the whole file, reported at its line 1
     assert (rule, 1 if line is None else KERNEL.count("\n") + line) in found, found
+
+
+def test_a_launched_kernel_returns_no_value_but_a_device_function_may():
+    """Triton's front end accepts `return v` in a launched kernel; its backend fails ("PassManager::run
+    failed", H200): the interpreter would have paid it. A @triton.jit helper called from a kernel returns."""
+    source = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _square(v):
+    return v * v
+
+
+@triton.jit
+def _kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    v = _square(tl.load(x_ptr + offs, mask=mask))
+    tl.store(y_ptr + offs, v, mask=mask)
+    return
+
+
+def forward(x):
+    y = torch.empty_like(x)
+    _kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+    return y
+"""
+    assert check_solution(source, ALLOWED) == []
+    returning = source.replace("    tl.store(y_ptr + offs, v, mask=mask)\n    return\n",
+                               "    tl.store(y_ptr + offs, v, mask=mask)\n    return v\n")
+    assert returning != source
+    assert [v.rule for v in check_solution(returning, ALLOWED)] == ["gpu-compile"]

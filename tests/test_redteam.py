@@ -51,8 +51,10 @@ TASKS = {"rms": "fused_add_rmsnorm", "merge": "merge_attn_states", "quant": "per
 SMALL = {"rms": "5x200", "merge": "16x4x128", "quant": "4x512"}  # the cheapest smoke workload of each
 WORKERS = int(os.environ.get("D2K_REDTEAM_WORKERS", "3"))
 HANG_LIMIT_S = 10
-NORMAL_LIMITS = PhaseLimits({"load": 120, "check": 120, "verify": 120}, default=120)
-SHORT_LIMITS = PhaseLimits({"load": 120, "check": HANG_LIMIT_S, "verify": 120}, default=120)
+# Generous where nothing hangs: on a loaded 2-core machine the honest slow solutions have taken over
+# two minutes on the interpreter. The hangs get the short check limit.
+NORMAL_LIMITS = PhaseLimits({"load": 300, "check": 300, "verify": 300}, default=300)
+SHORT_LIMITS = PhaseLimits({"load": 300, "check": HANG_LIMIT_S, "verify": 300}, default=300)
 
 SANDBOX_MARKERS = ("exceeded its", "printed more than", "before reporting")
 WRONG_VALUES = ("outside atol", "contains NaN", "infinities differ", "scales differ", "more than one fp8 step",
@@ -592,7 +594,8 @@ def test_a_deep_expression_gets_a_verdict_not_an_exception(lab, job):
 FAULTS = [  # (exploit, markers)
     (Exploit("c19_hang_in_kernel", "merge", fault=True, limits="short"),
      (f"phase 'check' of workload {SMALL['merge']} exceeded its {HANG_LIMIT_S} s limit",)),
-    (Exploit("c19_output_flood", "quant", fault=True, limits="short"), ("printed more than 64 MB",)),
+    # Normal limits: printing 64 MB can take longer than the short check limit on a loaded machine.
+    (Exploit("c19_output_flood", "quant", fault=True), ("printed more than 64 MB",)),
     # Behind the static policy (bypassed on purpose): the sandbox alone must contain these.
     (Exploit("c19_segfault_ctypes", "rms", fault=True, limits="short", bypass_policy=True),
      ("died (exit status -11 (SIGSEGV)) before reporting",)),

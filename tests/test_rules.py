@@ -108,3 +108,18 @@ def test_prompt_reads_the_registry():
         assert f"{rules.BY_ID[rid].refuses} [{rid}]" in CAPABILITIES
     # A few lines, not the whole table: the verdict explains the rest.
     assert len(CAPABILITIES.split()) < 200
+
+
+def test_run_time_verdict_says_what_to_do_instead_once():
+    from d2k_env.evaluator.protocol import EvalResult, WorkloadResult
+    from d2k_env.verdict import format_result
+
+    kept = "[hidden-state] after forward returned, the solution's module still holds a tensor"
+    result = EvalResult("test", "interpreter", workloads=[
+        WorkloadResult("8x256", False, kept), WorkloadResult("5x200", False, kept),
+        WorkloadResult("4x512", True, "ok")])
+    text = format_result(result)
+    assert text.count("[hidden-state] instead:") == 1, text
+    assert f"[hidden-state] instead: {rules.BY_ID['hidden-state'].instead}" in text
+    passed = format_result(EvalResult("test", "interpreter", workloads=[WorkloadResult("4x512", True, "ok")]))
+    assert "instead:" not in passed

@@ -25,7 +25,7 @@ from d2k_env.evaluator.policy_service import check_solution
 from d2k_env.evaluator.rules import advice
 from d2k_env.evaluator.confine import landlock_abi
 from d2k_env.evaluator.sandbox import MEMORY_LIMIT, PhaseLimits, Worker, WorkerOutcome, absent_layers, run_worker
-from d2k_env.task import GUIDANCE_LAYERS, Task
+from d2k_env.task import Task
 
 BACKENDS = ("auto", "cuda", "interpreter")
 
@@ -221,7 +221,7 @@ class Evaluator:
                 for w in result.workloads:
                     w.speedup = w.speedup_ci = w.solution_ms = w.baseline_ms = None
         result.output = outcome.output
-        result.sandbox = {**outcome.layers, **{k: v for k, v in result.sandbox.items() if k == "seccomp"}}
+        result.sandbox = _layers(outcome, result)
         return result
 
     def _memcheck(self, req: EvalRequest, result: EvalResult) -> EvalResult:
@@ -242,7 +242,7 @@ class Evaluator:
             outcome = run_worker(checked, limits=self.limits, triton_cache=self.cache_dir, interpret=False,
                                  memcheck=tool)
         run = self._read_result(checked, outcome.result) if outcome.result is not None else None
-        layers = {**outcome.layers, **{k: v for k, v in (run.sandbox if run else {}).items() if k == "seccomp"}}
+        layers = _layers(outcome, run)
         # The tool's own exit (a positive status: a signal would mean it was killed) with its own words.
         if outcome.returncode not in (None, 0, MEMCHECK_EXIT) and outcome.returncode > 0 and \
                 never_attached(outcome.memcheck_log):
@@ -298,6 +298,12 @@ def _say_absent_layers() -> None:
                           RuntimeWarning, stacklevel=3)
 
 
+def _layers(outcome: WorkerOutcome, run: EvalResult | None) -> dict[str, str]:
+    """The sandbox's layers of one worker: the supervisor's report, and seccomp, which the worker
+    installs itself and reports in its own result (absent when it delivered none)."""
+    return {**outcome.layers, **{k: v for k, v in (run.sandbox if run else {}).items() if k == "seccomp"}}
+
+
 def _death(req: EvalRequest, outcome: WorkerOutcome) -> str:
     """Why a worker delivered no result, named: a limit the harness enforced, memory, a signal, an exit."""
     who = "the evaluation" if req.role == "solution" else "the check of the saved outputs"
@@ -335,12 +341,12 @@ def _exit_status(returncode: int | None) -> str:
 
 
 def snapshot_task(task: Task, into: Path) -> Path:
-    """Copy the task's spec, baseline, reference and guidance under ``into``, an empty or absent
-    directory (a worker's task directory, empty since it started); returns ``into``."""
+    """Copy what a worker needs of the task, its spec and baseline (never the reference: a worker
+    that could read it could run it), under ``into``, an empty or absent directory (a worker's task
+    directory, empty since it started); returns ``into``."""
     if into.exists() and any(into.iterdir()):
         raise ValueError(f"{into} is not empty: a task snapshot goes into an empty directory")
-    for path in (task.spec_path, task.baseline_path, task.reference_path,
-                 *(task.guidance_path(layer) for layer in GUIDANCE_LAYERS)):
+    for path in (task.spec_path, task.baseline_path):
         target = into / path.relative_to(task.root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)

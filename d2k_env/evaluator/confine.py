@@ -87,7 +87,8 @@ def _fs_rights(abi: int) -> int:
     return rights
 
 
-def _landlock(read: list[str], write: list[str], devices: list[str], abi: int, tcp_ports: list[int]) -> str:
+def _landlock(read: list[str], write: list[str], devices: list[str], abi: int, tcp_ports: list[int],
+              listed: list[str] = ()) -> str:
     handled = _fs_rights(abi)
     attr = _RulesetAttr(handled, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
                         _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
@@ -102,8 +103,10 @@ def _landlock(read: list[str], write: list[str], devices: list[str], abi: int, t
         own_threads = ["/proc/self/task"]
         # Opening for writing may truncate (fopen's "w"): a handled right of its own from ABI 3.
         writes = _FS_WRITE_FILE | (_FS_TRUNCATE & handled)
-        for paths, rights in ((read, _READ), (write, handled), (devices, _FS_READ_FILE | writes),
-                              (own_threads, _READ | writes)):
+        # ``listed``: directories whose entries may be listed (Python's import system lists each
+        # directory on its path) but whose files are readable only where a read rule says so.
+        for paths, rights in ((read, _READ), (listed, _FS_READ_DIR), (write, handled),
+                              (devices, _FS_READ_FILE | writes), (own_threads, _READ | writes)):
             for path in paths:
                 _allow(ruleset, path, rights)
         for port in tcp_ports if abi >= 4 else []:
@@ -275,8 +278,9 @@ class Confinement:
 
     def __init__(self, read: list[str], write: list[str], devices: list[str], uid: int | None,
                  memory_bytes: int | None, cgroup_bytes: int, processes: bool, max_processes: int = 512,
-                 file_size: int = 4 * 2**30, cpu_seconds: int = 3600, tcp_ports: list[int] | None = None):
-        self.read, self.write, self.devices = read, write, devices
+                 file_size: int = 4 * 2**30, cpu_seconds: int = 3600, tcp_ports: list[int] | None = None,
+                 listed: list[str] | None = None):
+        self.read, self.write, self.devices, self.listed = read, write, devices, listed or []
         self.uid, self.memory_bytes, self.cgroup_bytes, self.processes = uid, memory_bytes, cgroup_bytes, processes
         self.max_processes, self.file_size, self.cpu_seconds = max_processes, file_size, cpu_seconds
         self.tcp_ports = tcp_ports or []
@@ -291,7 +295,7 @@ class Confinement:
     def landlock_json(self) -> str:
         """The Landlock part alone, for :func:`main` to apply in the process it then execs."""
         return json.dumps({"read": self.read, "write": self.write, "devices": self.devices,
-                           "tcp_ports": self.tcp_ports})
+                           "tcp_ports": self.tcp_ports, "listed": self.listed})
 
     def apply(self, landlock: bool = True) -> dict[str, str]:
         """Confine the calling process (a forked child about to exec the worker) with every layer but
@@ -317,7 +321,7 @@ class Confinement:
         if not abi:
             layers["landlock"] = "absent: this kernel has no Landlock; reads and writes are limited by file permissions only"
         elif landlock:
-            layers["landlock"] = _landlock(self.read, self.write, self.devices, abi, self.tcp_ports)
+            layers["landlock"] = _landlock(self.read, self.write, self.devices, abi, self.tcp_ports, self.listed)
         else:
             layers["landlock"] = _describe_landlock(abi, self.tcp_ports) + \
                 ", applied by the worker's own process before it execs Python"
@@ -445,7 +449,7 @@ def main(argv: list[str]) -> None:
     spec = json.loads(argv[1])
     abi = landlock_abi()
     if abi:
-        _landlock(spec["read"], spec["write"], spec["devices"], abi, spec["tcp_ports"])
+        _landlock(spec["read"], spec["write"], spec["devices"], abi, spec["tcp_ports"], spec["listed"])
     os.execv(argv[2], argv[2:])
 
 

@@ -8,8 +8,11 @@ import, processes, threads, files, streams and graphs) is refused. Kernel bodies
 functions and tensor methods only: the GPU could compile nothing else, and only the CPU
 interpreter would run it as Python. Each violation names its rule and line; any scores 0.
 
+What each rule refuses, and what an honest solution does instead, is said once, in the rule
+registry (rules.py), which the verdicts, README and prompt read. Below: how this module checks it.
+
 ==================  ===========================================================================
-rule                refuses
+rule                how it is checked here
 ==================  ===========================================================================
 [syntax]            a file that does not parse or nests too deeply to be checked
 [source-size]       sources over 256 KB, before parsing
@@ -59,19 +62,20 @@ rule                refuses
                     each branch would run
 [gpu-compile]       kernel code Triton's GPU compiler refuses whatever the values (no visitor for the node:
                     break, continue, lambda, :=, del, raise; chained comparisons, ``in``, ``@``; loops
-                    over anything but range/tl.range/tl.static_range; loop else; return in a loop):
+                    over anything but range/tl.range/tl.static_range; loop else; return in a loop;
+                    a value returned from a launched kernel):
                     the interpreter would run it. Value-dependent refusals (``if`` on a block tensor, a
                     float loop bound; ``bool``, ``abs``) are the interpreter's (interpreter_patch.py)
 [module-dunder]     binding, rebinding or deleting a dunder name (``__name__ = "__main__"`` ran the
                     ``if __name__ == "__main__":`` block, which the import-time rules skip, at import)
-
-The body of ``if __name__ == "__main__":`` at module level is a self-test that never runs (the worker
-names the module ``solution``, and no binding of ``__name__`` is allowed): it is left out of the
-checks, and nothing it binds counts as bound elsewhere (_executions).
 [format-string]     ``.format``/``.format_map`` on anything but a string literal, and literals whose
                     fields name an attribute or an index (``"{0.__class__}"``, ``"{0[k]}"``): str.format
                     walks them with getattr/getitem, past every attribute rule
 ==================  ===========================================================================
+
+The body of ``if __name__ == "__main__":`` at module level is a self-test that never runs (the worker
+names the module ``solution``, and no binding of ``__name__`` is allowed): it is left out of the
+checks, and nothing it binds counts as bound elsewhere (_executions).
 
 The checker fails closed: a file it cannot analyse is refused, never a crash. The exploit each
 rule stops is in tests/test_redteam.py and the hold-out suites (tests/holdout*/).
@@ -1533,8 +1537,8 @@ def _gpu_compile_problems(tree: ast.Module, aliases: dict[str, str], bound: set[
     whatever the values are, and the interpreter would run: statements and expressions it has no visitor
     for (break, continue, lambda, :=, del, raise, ...), chained comparisons, ``in``, ``@``, loops over
     anything but range/tl.range/tl.static_range, for-else and while-else (static_range's aside), a
-    return inside a loop or a with block, several assignment targets or starred ones, and a constant
-    ``while`` test. What depends on values (an ``if`` on a block tensor, a float loop bound) is the
+    return inside a loop or a with block, a value returned from a kernel no other kernel names (a
+    launched one), several assignment targets or starred ones, and a constant ``while`` test. What depends on values (an ``if`` on a block tensor, a float loop bound) is the
     interpreter's to refuse (interpreter_patch), and so are builtins the code generator does not know
     (``bool``, ``abs``): in a branch on a constexpr that the compiler never visits they are harmless, and
     the interpreter refuses them where they run (tests/test_gpu_validity.py)."""
@@ -1614,11 +1618,22 @@ def _gpu_compile_problems(tree: ast.Module, aliases: dict[str, str], bound: set[
         for child in ast.iter_child_nodes(node):
             walk(child, node, loops, in_with, local)
 
-    for func in ast.walk(tree):
-        if _is_kernel(func, aliases):
-            local = _bound_names(func)
-            for stmt in func.body:
-                walk(stmt, func, [], False, local)
+    kernels = [func for func in ast.walk(tree) if _is_kernel(func, aliases)]
+    # A kernel that other kernels name (call, or hand to tl.reduce as its combine function) is a
+    # device function and may return a value; one that none names is launched, and the backend fails
+    # on a launched kernel that returns a value ("PassManager::run failed" on the H200) though the
+    # front end accepts it.
+    helpers = {node.id for func in kernels for node in ast.walk(func) if isinstance(node, ast.Name)}
+    for func in kernels:
+        local = _bound_names(func)
+        for stmt in func.body:
+            walk(stmt, func, [], False, local)
+        if func.name not in helpers:
+            for node in ast.walk(func):
+                if isinstance(node, ast.Return) and node.value is not None and not (
+                        isinstance(node.value, ast.Constant) and node.value.value is None):
+                    refuse(node, "a launched kernel returns no value: only a device function called from "
+                                 "another kernel may")
     return out
 
 
@@ -1739,6 +1754,7 @@ def _kernel_aliases(func: ast.FunctionDef | ast.AsyncFunctionDef, kernels: set[s
     if c else _b``): every binding of the name in the function, nested scopes included, is a plain
     assignment of one, and it is no parameter. A launch through one is a launch of a kernel; host code
     may read only what it may read off the kernel itself."""
+    kernels = kernels - _bound_names(func)  # a kernel's name rebound in the function is no kernel there
     assigned: dict[str, int] = {}
     for n in ast.walk(func):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and \

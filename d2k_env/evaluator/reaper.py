@@ -165,7 +165,8 @@ def _load_confine():
 def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, cgroup, launcher: list[str]) -> int:
     """Fork the worker: it joins the evaluation's cgroup, confines itself, reports the layers on
     ``layers_fd`` (closed by the exec) and execs, through ``launcher`` when one is given (a program
-    that runs the worker as its child, confined alike). Nothing of the solution has run yet."""
+    that runs the worker as its child: it gets every layer but Landlock, which the worker's own
+    process applies before it execs Python). Nothing of the solution has run yet."""
     argv = [sys.executable, "-m", WORKER_MODULE, str(channel_fd), "processes" if confinement.processes else "no-processes"]
     if launcher:  # Landlock is applied by the worker's own process (see confine.main), the rest here
         argv = [*launcher, sys.executable, "-I", "-S", _CONFINE, confinement.landlock_json(), *argv]

@@ -230,8 +230,9 @@ RULES = (
          "Rely on the kernel's access pattern; `eviction_policy` hints on tl.load are fine.",
          "stream.access_policy_window = window"),
     Rule("out-of-bounds", (6, 20), (RUN,),
-         "loads or stores outside the launch's tensors",
-         "Mask every load and store with the tensor's bounds.",
+         "loads or stores outside the launch's tensors (the interpreter's bounds, guard bands around the "
+         "inputs, and compute-sanitizer memcheck on a GPU submit's held-out shapes)",
+         "Mask every load and store with the tensor's bounds, and store only into the tensors the kernel is given.",
          "tl.store(y_ptr + offs, v)  # no mask"),
     Rule("memory", (19,), (RUN,),
          "an evaluation over its memory limit",

@@ -181,6 +181,39 @@ def _python_roots() -> list[str]:
     return sorted(roots)
 
 
+def _within(path: str, root: str) -> bool:
+    return os.path.commonpath([path, root]) == root
+
+
+def _hiding(roots: list[str], hidden: list[str]) -> tuple[list[str], list[str]]:
+    """Read roots that reach none of ``hidden``, and the directories above hidden paths that may
+    only be listed: a root holding a hidden path becomes a list-only rule on it plus read rules on
+    its other entries, down to the hidden path (which gets no rule at all)."""
+    read, listed = [], []
+    for root in roots:
+        real = os.path.realpath(root)
+        inside = [h for h in hidden if _within(h, real)]
+        if not inside:
+            read.append(root)
+        elif real not in inside:
+            listed.append(real)
+            try:
+                entries = [entry.path for entry in os.scandir(real)]
+            except OSError:
+                continue
+            more_read, more_listed = _hiding(entries, inside)
+            read += more_read
+            listed += more_listed
+    return read, listed
+
+
+def _hidden_from_workers() -> list[str]:
+    """What no worker may read: the expert references of every task directory (inside the package
+    when installed from a wheel, so the package's read root must step around them)."""
+    from d2k_env.task import task_dirs
+    return [os.path.realpath(d / "references") for d in task_dirs() if (d / "references").is_dir()]
+
+
 def absent_layers() -> list[str]:
     """The sandbox's layers this machine cannot provide, found without starting a worker (the
     cgroup's is known only when one is made: each result's ``sandbox`` says)."""
@@ -208,9 +241,11 @@ def confinement_for(scratch: str, triton_cache: Path, task_root: str, outputs_di
         for path in writable:
             os.chown(path, SANDBOX_UID, SANDBOX_UID)
     cuda_home = [p for p in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")) if p]
+    read, listed = _hiding([*SYSTEM_READ_ROOTS, *_python_roots(), *cuda_home, package, import_root(), task_root,
+                            *([outputs_dir] if role == "check" else []),
+                            *([memcheck.directory] if memcheck else [])], _hidden_from_workers())
     return Confinement(
-        read=[*SYSTEM_READ_ROOTS, *_python_roots(), *cuda_home, package, import_root(), task_root,
-              *([outputs_dir] if role == "check" else []), *([memcheck.directory] if memcheck else [])],
+        read=read, listed=listed,
         write=writable,
         devices=[*DEVICE_FILES, *(p for p in glob.glob("/dev/nvidia*") if not os.path.isdir(p))],
         uid=SANDBOX_UID if drop_uid else None,
@@ -375,8 +410,9 @@ class Worker:
 def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, interpret: bool,
                memcheck: MemcheckTool | None = None) -> WorkerOutcome:
     """Run ``req`` in a worker started for it (the cold path: its task snapshot and outputs stay in
-    the directories the request names), enforcing per-phase time limits; under ``memcheck``
-    (started by it, inside the same confinement) when given.
+    the directories the request names), enforcing per-phase time limits; under ``memcheck`` when
+    given (the tool starts the worker with every layer but Landlock, which the worker's own process
+    applies; see reaper._spawn_worker).
 
     When this returns (or raises), every process the evaluation started is gone.
     """

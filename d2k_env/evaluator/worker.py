@@ -38,7 +38,7 @@ from d2k_env.evaluator.kept_state import kept_tensors, state_fingerprint
 from d2k_env.evaluator.l2_state import access_policy_window_bytes, release_persisting_l2
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, WorkloadResult, derive_seed
 from d2k_env.evaluator.source_text import kernel_source_problem, tokenizer_lines
-from d2k_env.task import Task, Workload, load_task
+from d2k_env.task import Task, Workload, load_snapshot
 
 TIMED_SETS = 3
 # Share of the solution's GPU time that must be spent in its own Triton kernels. Allocation
@@ -121,7 +121,7 @@ class Channel:
 class Run:
     def __init__(self, req: EvalRequest, channel: Channel):
         self.req, self.channel = req, channel
-        self.task: Task = load_task(req.task_id, req.root)
+        self.task: Task = load_snapshot(req.task_id, req.root)
         self.device = torch.device("cuda" if req.device == "cuda" else "cpu")
         self.baseline = load_module(str(self.task.baseline_path), "d2k_baseline")
         self.result = EvalResult(mode=req.mode, backend="cuda" if req.device == "cuda" else "interpreter",

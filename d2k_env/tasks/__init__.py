@@ -1,0 +1,20 @@
+"""The task-author API: what a task spec file (``tasks/<id>.py``) imports.
+
+    from d2k_env.tasks import Output, PerOutput, Heldout, Roofline, TaskSpec, Workload
+
+    TASK = TaskSpec(title=..., outputs=[Output("y", torch.bfloat16)], ..., heldout=Heldout(...))
+
+Importing it loads torch (checkers compare tensors); ``import d2k_env`` does not import it: a task
+is only loaded when it is made or evaluated. ``d2k new-task ID`` writes a commented spec.
+"""
+
+from d2k_env.task import CheckResult, Roofline, Workload
+from d2k_env.tasks.checks import (CANCELLATION_FLOOR, FLOAT_TOLERANCES, Alternative, Check, Exact, OneStep,
+                                  OutputCheck, PerOutput, Quantised, RelativeError, SampleAgreement, Tolerance,
+                                  compare_output, default_check, dtype_step)
+from d2k_env.tasks.spec import WRONG_SOLUTION_KINDS, Heldout, Output, SpecError, TaskSpec, WrongSolution
+
+__all__ = ["CANCELLATION_FLOOR", "FLOAT_TOLERANCES", "WRONG_SOLUTION_KINDS", "Alternative", "Check", "CheckResult",
+           "Exact", "Heldout", "OneStep", "Output", "OutputCheck", "PerOutput", "Quantised", "RelativeError",
+           "Roofline", "SampleAgreement", "SpecError", "TaskSpec", "Tolerance", "Workload", "WrongSolution",
+           "compare_output", "default_check", "dtype_step"]

@@ -1,0 +1,161 @@
+"""The task spec: one typed record per task, validated when it is built.
+
+A spec file ``tasks/<id>.py`` binds ``TASK = TaskSpec(...)``. Every field is checked as the record
+is made; a wrong one raises :class:`SpecError` naming the field and what was expected, and the
+loader adds the file's path.
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+from d2k_env.task import Roofline, Workload
+from d2k_env.tasks.checks import Check, PerOutput
+
+# The wrong solutions generated from every task's reference (d2k_env.tasks.wrong_solutions).
+WRONG_SOLUTION_KINDS = ("tail_mask_dropped", "eps_removed", "output_scaled", "last_row_unwritten")
+
+
+class SpecError(ValueError):
+    """A field of a task spec that is not what it must be."""
+
+    def __init__(self, field_name: str, expected: str, got: Any):
+        shown = repr(got)
+        super().__init__(f"field {field_name!r}: expected {expected}; got {shown[:120]}"
+                         f"{'...' if len(shown) > 120 else ''}")
+        self.field = field_name
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output of ``forward``, in order: its name and dtype."""
+
+    name: str
+    dtype: torch.dtype
+
+    def __post_init__(self):
+        if not (isinstance(self.name, str) and self.name.isidentifier()):
+            raise SpecError("outputs", "Output(name, dtype) with name a Python identifier", self.name)
+        if not isinstance(self.dtype, torch.dtype):
+            raise SpecError("outputs", f"Output({self.name!r}, dtype) with dtype a torch.dtype", self.dtype)
+
+
+@dataclass(frozen=True)
+class Heldout:
+    """Held-out shapes (shape specialisation): ``shapes``, the family in one sentence the prompt
+    promises, and ``draw(rng, smoke) -> list[Workload]``, shapes of it drawn from ``rng`` (a
+    ``random.Random`` seeded from the submission's secret seed; ``smoke`` asks for sizes the CPU
+    interpreter runs quickly). ``submit`` checks them, untimed."""
+
+    shapes: str
+    draw: Callable[[random.Random, bool], list[Workload]]
+
+    def __post_init__(self):
+        if not (isinstance(self.shapes, str) and self.shapes.strip()):
+            raise SpecError("heldout", "Heldout(shapes, draw) with shapes a sentence", self.shapes)
+        _check_callable("heldout", self.draw, 2, "draw(rng, smoke)")
+
+
+@dataclass(frozen=True)
+class WrongSolution:
+    """How a task adapts one kind of generated wrong solution (see ``WRONG_SOLUTION_KINDS``):
+    ``edits``, literal ``(old, new)`` replacements made in the reference before the kind's own
+    change (each ``old`` must occur), so that its fault shows on the smoke shapes; or ``skip``, why
+    the kind does not apply to the task."""
+
+    edits: tuple[tuple[str, str], ...] = ()
+    skip: str = ""
+
+    def __post_init__(self):
+        if bool(self.edits) == bool(self.skip):
+            raise SpecError("wrong_solutions", "WrongSolution(edits=...) or WrongSolution(skip='why')", self)
+        if not all(isinstance(e, tuple) and len(e) == 2 and all(isinstance(s, str) for s in e) for e in self.edits):
+            raise SpecError("wrong_solutions", "edits as (old, new) pairs of strings", self.edits)
+
+
+def _check_callable(name: str, fn: Any, arity: int, shape: str) -> None:
+    if not callable(fn):
+        raise SpecError(name, f"a function {shape}", fn)
+    try:
+        inspect.signature(fn).bind(*range(arity))
+    except TypeError:
+        raise SpecError(name, f"a function {shape} (it must take {arity} positional arguments)", fn) from None
+    except ValueError:  # builtins without a signature: accepted as they are
+        pass
+
+
+def _check_strings(name: str, value: Any, non_empty: bool) -> None:
+    if not (isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value)):
+        raise SpecError(name, "a list of non-empty strings", value)
+    if non_empty and not value:
+        raise SpecError(name, "a non-empty list of strings", value)
+
+
+def _check_workloads(name: str, value: Any) -> None:
+    if not (isinstance(value, (list, tuple)) and value and all(isinstance(w, Workload) for w in value)):
+        raise SpecError(name, "a non-empty list of Workload(name, params)", value)
+    names = [w.name for w in value]
+    if len(set(names)) != len(names):
+        raise SpecError(name, "workloads with distinct names", names)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything a task declares; README.md ("Adding a task") has a table of the fields."""
+
+    title: str
+    family: str
+    sources: Sequence[str]
+    description: str
+    outputs: Sequence[Output]
+    workloads: Sequence[Workload]
+    smoke_workloads: Sequence[Workload]
+    allowed_torch: Sequence[str]
+    make_inputs: Callable[[Workload, Any, Any], tuple]
+    roofline: Callable[[Workload], Roofline]
+    heldout: Heldout
+    check: Check = field(default_factory=PerOutput)
+    in_place_inputs: Sequence[int] = ()
+    wrong_solutions: Mapping[str, WrongSolution] = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name in ("title", "family", "description"):
+            if not (isinstance(getattr(self, name), str) and getattr(self, name).strip()):
+                raise SpecError(name, "a non-empty string", getattr(self, name))
+        if "Checked:" in self.description:
+            raise SpecError("description", "no 'Checked:' sentence (it is generated from check)", self.description)
+        _check_strings("sources", self.sources, non_empty=True)
+        _check_strings("allowed_torch", self.allowed_torch, non_empty=False)
+        if not (isinstance(self.outputs, (list, tuple)) and self.outputs
+                and all(isinstance(o, Output) for o in self.outputs)):
+            raise SpecError("outputs", "a non-empty list of Output(name, dtype)", self.outputs)
+        if len({o.name for o in self.outputs}) != len(self.outputs):
+            raise SpecError("outputs", "outputs with distinct names", [o.name for o in self.outputs])
+        _check_workloads("workloads", self.workloads)
+        _check_workloads("smoke_workloads", self.smoke_workloads)
+        _check_callable("make_inputs", self.make_inputs, 3, "make_inputs(workload, gen, device) -> tuple")
+        _check_callable("roofline", self.roofline, 1, "roofline(workload) -> Roofline")
+        if not isinstance(self.heldout, Heldout):
+            raise SpecError("heldout", "Heldout(shapes, draw)", self.heldout)
+        if not isinstance(self.check, Check):
+            raise SpecError("check", "a d2k_env.tasks checker (PerOutput(...) or a Check)", self.check)
+        problem = self.check.problem(self.outputs)
+        if problem:
+            raise SpecError("check", f"a checker of these outputs ({problem})", self.check)
+        if not all(isinstance(i, int) and i >= 0 for i in self.in_place_inputs):
+            raise SpecError("in_place_inputs", "indices of inputs (non-negative ints)", self.in_place_inputs)
+        for kind, how in dict(self.wrong_solutions).items():
+            if kind not in WRONG_SOLUTION_KINDS:
+                raise SpecError("wrong_solutions", f"keys among {', '.join(WRONG_SOLUTION_KINDS)}", kind)
+            if not isinstance(how, WrongSolution):
+                raise SpecError("wrong_solutions", "WrongSolution(edits=...) or WrongSolution(skip='why')", how)
+
+    @property
+    def checked(self) -> str:
+        """The description's generated "Checked:" sentence."""
+        return "Checked: " + self.check.describe(self.outputs)

@@ -1,0 +1,134 @@
+"""Every registered task, tested the same way (no task is named here: the registry lists the shipped
+tasks and those of D2K_TASKS_PATH, so a new task gets these tests by existing).
+
+Per task: the spec and its pieces are complete; Gymnasium's check_env; inputs are seeded and
+structured; the baseline gives the declared outputs and its own answer passes the checker; the
+reference passes every smoke workload and the held-out shapes on the interpreter; and each kind of
+wrong solution generated from the reference (d2k_env.tasks.wrong_solutions: tail mask dropped, eps
+removed, one output scaled by 1 + 1e-3, last row unwritten) scores 0 on the task's own checks. A
+kind the task skips shows as a skipped test with the task's reason.
+
+Every evaluation uses a fixed seed, so no outcome depends on a random draw.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+import torch
+from gymnasium.utils.env_checker import check_env
+
+import d2k_env
+from d2k_env.evaluator import Evaluator
+from d2k_env.evaluator.checking import as_tuple
+from d2k_env.prompt import build_prompt, describe_inputs
+from d2k_env.reward import submission_reward
+from d2k_env.task import GUIDANCE_LAYERS, load_task, task_ids
+from d2k_env.tasks import WRONG_SOLUTION_KINDS
+from d2k_env.tasks.wrong_solutions import generate
+from d2k_env.verdict import format_result
+
+TASK_IDS = task_ids()
+SEED = 1  # inputs and held-out shapes of every evaluation here
+CASES = [(t, kind) for t in TASK_IDS for kind in WRONG_SOLUTION_KINDS]
+
+
+@pytest.fixture(scope="module")
+def evaluators():
+    """One Evaluator per task, so evaluations of a task share its Triton cache."""
+    made: dict[str, Evaluator] = {}
+
+    def get(task_id: str) -> Evaluator:
+        if task_id not in made:
+            made[task_id] = Evaluator(load_task(task_id), "interpreter")
+        return made[task_id]
+
+    yield get
+    for ev in made.values():
+        ev.close()
+
+
+def load_module(path, name):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_spec_and_pieces_are_complete(task_id):
+    task = load_task(task_id)
+    assert task.description.count("Checked: ") == 1 and task.description.endswith(".")
+    for layer in GUIDANCE_LAYERS:
+        text = task.guidance(layer)
+        assert len(text.split()) > 80 and text.isascii()
+        assert "def " not in text and "```" not in text  # rationale only, no code
+    for w in task.workloads + task.smoke_workloads:
+        roof = task.roofline(w)
+        assert roof.bytes > 0 and roof.flops >= 0
+        assert describe_inputs(task, w)
+    prompt = build_prompt(task, (), "", "interpreter", 350, "")
+    assert task.heldout_shapes in prompt and task.spec.checked in prompt
+    assert "## What solution.py may and may not do" in prompt
+    assert "functools.lru_cache" in prompt and "tensors kept between calls" in prompt
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_check_env(task_id):
+    env = gym.make(d2k_env.env_id(task_id), backend="interpreter")
+    check_env(env.unwrapped, skip_render_check=True)
+    env.close()
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_inputs_are_seeded_and_structured(task_id):
+    task = load_task(task_id)
+    w = task.smoke_workloads[0]
+    make = lambda seed: task.make_inputs(w, torch.Generator().manual_seed(seed), torch.device("cpu"))  # noqa: E731
+    a, b, c = make(1), make(1), make(2)
+    for x, y, z in zip(a, b, c):
+        assert torch.equal(x, y) and not torch.equal(x, z)
+        assert x[torch.isfinite(x)].float().std() > 0  # never constants (+inf may mark special entries)
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_baseline_gives_the_declared_outputs_and_passes_its_own_check(task_id):
+    """The expected outputs are the baseline's: they must be what the spec declares, deterministic,
+    varied, and accepted by the task's checker as the answer they are."""
+    task = load_task(task_id)
+    baseline = load_module(task.baseline_path, f"baseline_{task_id}")
+    for w in task.smoke_workloads:
+        inputs = task.make_inputs(w, torch.Generator().manual_seed(SEED), torch.device("cpu"))
+        expected = as_tuple(baseline.forward(*inputs))
+        assert [o.dtype for o in expected] == [o.dtype for o in task.spec.outputs], w.name
+        assert all(torch.equal(a, b) for a, b in zip(expected, as_tuple(baseline.forward(*inputs)))), w.name
+        for name, e in zip(task.outputs, expected):
+            flat = e.double().flatten()
+            assert flat.numel() <= 1 or not bool((flat == flat[0]).all()), f"{w.name}: {name} is constant"
+        verdict = task.checker(expected, expected, inputs)
+        assert verdict.ok, (w.name, verdict.message)
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_reference_passes_smoke_and_heldout_shapes(task_id, evaluators):
+    task = load_task(task_id)
+    result = evaluators(task_id).evaluate(task.reference_path, "submit", seed=SEED)
+    held = [w for w in result.workloads if w.heldout]
+    assert result.correct, format_result(result)
+    assert [w.name for w in result.workloads if not w.heldout] == [w.name for w in task.smoke_workloads]
+    assert held and submission_reward("speedup", result) == 1.0
+
+
+@pytest.mark.parametrize("task_id, kind", CASES, ids=[f"{t}-{k}" for t, k in CASES])
+def test_generated_wrong_solution_scores_zero(task_id, kind, evaluators, tmp_path):
+    task = load_task(task_id)
+    (made,) = [g for g in generate(task) if g.kind == kind]
+    if made.origin == "skipped":
+        pytest.skip(f"the task skips it: {made.skipped}")
+    path = tmp_path / "solution.py"
+    path.write_text(made.source)
+    result = evaluators(task_id).evaluate(path, "test", seed=SEED)
+    text = format_result(result)
+    assert not result.correct and submission_reward("speedup", result) == 0, f"{made.origin} {kind} passed:\n{text}"
+    assert not (result.error or "").startswith("[policy]"), f"refused before running, not caught:\n{text}"

@@ -1,0 +1,102 @@
+"""Writing a task: a bad spec fails at load naming the file, the field and what was expected; `d2k
+new-task` scaffolds a task that loads; and a scratch task made with it, outside the repository and
+named in D2K_TASKS_PATH, gets every generic test of tests/test_every_task.py with no test edited."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from d2k_env.cli import main
+from d2k_env.evaluator.protocol import derive_seed
+from d2k_env.task import TASKS_PATH_VAR, load_task, task_ids
+from d2k_env.tasks import OneStep, Output, PerOutput, SpecError, Tolerance
+from d2k_env.tasks.wrong_solutions import generate
+
+TESTS = Path(__file__).resolve().parent
+SCRATCH = "scratch_row_l2"
+
+
+@pytest.fixture
+def scaffolded(tmp_path) -> Path:
+    assert main(["new-task", SCRATCH, "--dir", str(tmp_path)]) == 0
+    return tmp_path
+
+
+def test_the_scaffold_loads_with_a_generated_check_sentence_and_every_wrong_solution(scaffolded):
+    task = load_task(SCRATCH, scaffolded)
+    assert task.outputs == ["y"] and task.heldout_workloads(3, smoke=True)
+    assert task.description.endswith(task.spec.checked) and "within 0.0001 + 0.0001 * |expected|" in task.description
+    assert [g.origin for g in generate(task)] == ["generated"] * 4
+    assert main(["new-task", SCRATCH, "--dir", str(scaffolded)]) == 2  # never overwrites
+
+
+@pytest.mark.parametrize("old, new, field, expected", [
+    ('title="', 'title=3 or "', "title", "a non-empty string"),
+    ('outputs=[Output("y", torch.float32)]', "outputs=['y']", "outputs", "a non-empty list of Output(name, dtype)"),
+    ('Output("y", torch.float32)', 'Output("y", "float32")', "outputs", "dtype a torch.dtype"),
+    ("smoke_workloads=[", "smoke_workloads=[{'M': 1}, ", "smoke_workloads", "a non-empty list of Workload"),
+    ("roofline=roofline", "roofline=lambda: 0", "roofline", "roofline(workload) -> Roofline"),
+    ("check=PerOutput()", "check=PerOutput({'z': OneStep()})", "check", "'z', which is no output"),
+    ("check=PerOutput()", "check=PerOutput({'y': OneStep()})", "check", "OneStep is for bf16, fp16 and fp8"),
+    ('Return y [M, N] fp32', 'Checked: y. Return y [M, N] fp32', "description", "no 'Checked:' sentence"),
+])
+def test_a_bad_spec_fails_at_load_naming_the_file_the_field_and_what_was_expected(scaffolded, old, new, field,
+                                                                                   expected):
+    spec = scaffolded / "tasks" / f"{SCRATCH}.py"
+    text = spec.read_text()
+    assert old in text
+    spec.write_text(text.replace(old, new, 1).replace("import Heldout,", "import Heldout, OneStep,"))
+    with pytest.raises(ValueError) as caught:
+        load_task(SCRATCH, scaffolded)
+    message = str(caught.value)
+    assert message.startswith(f"{spec}: field {field!r}: expected ") and expected in message, message
+
+
+def test_a_spec_without_task_names_what_it_must_bind(scaffolded):
+    spec = scaffolded / "tasks" / f"{SCRATCH}.py"
+    spec.write_text(spec.read_text().replace("TASK = TaskSpec(", "SPEC = TaskSpec("))
+    with pytest.raises(ValueError, match=r"expected TASK = d2k_env.tasks.TaskSpec\(...\); got NoneType"):
+        load_task(SCRATCH, scaffolded)
+
+
+def test_the_check_sentence_follows_the_checker():
+    outputs = [Output("out", torch.bfloat16), Output("lse", torch.float32), Output("ids", torch.int32)]
+    text = PerOutput({"lse": Tolerance(1e-5, 1e-5, why="fp32")}).describe(outputs)
+    assert text.startswith("out: every element within one bfloat16 step of the expected value")
+    assert "lse: every element within 1e-05 + 1e-05 * |expected| (fp32)" in text
+    assert "ids: every element exactly as expected" in text
+    with pytest.raises(SpecError, match="field 'outputs'"):
+        Output("not an id", torch.float32)
+
+
+def test_a_scratch_task_from_the_scaffold_gets_every_generic_test(scaffolded):
+    """The generic module, run in a fresh process with D2K_TASKS_PATH naming the scratch directory,
+    selects the scratch task's tests only: each passes, none skipped (the example has a mask, an
+    eps, an fp32 output and rows)."""
+    env = {**os.environ, TASKS_PATH_VAR: str(scaffolded)}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", SCRATCH,
+                          str(TESTS / "test_every_task.py")], cwd=TESTS.parent, env=env, capture_output=True,
+                         text=True, timeout=1200)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert SCRATCH not in task_ids()  # this process never saw it: the subprocess found it through the path
+    summary = run.stdout.strip().splitlines()[-1]
+    assert summary.startswith("9 passed") and "skipped" not in summary, summary
+
+
+def test_eval_submit_from_the_command_line_checks_the_heldout_shapes(scaffolded, monkeypatch, tmp_path):
+    monkeypatch.setenv(TASKS_PATH_VAR, str(scaffolded))
+    report = tmp_path / "result.json"
+    reference = scaffolded / "references" / f"{SCRATCH}.py"
+    assert main(["eval", SCRATCH, str(reference), "--backend", "interpreter", "--mode", "submit", "--seed", "1",
+                 "--json", str(report)]) == 0
+    result = json.loads(report.read_text())
+    held = [w["name"] for w in result["workloads"] if w["heldout"]]
+    assert result["mode"] == "submit" and len(held) == 2 and all(w["correct"] for w in result["workloads"])
+    assert held == [w.name for w in load_task(SCRATCH).heldout_workloads(derive_seed(1, "heldout"), smoke=True)]
