@@ -69,15 +69,15 @@ def test_a_warm_evaluation_gives_the_verdict_a_cold_one_gives(warm):
     try:
         for path in (task.reference_path, SOLUTIONS / "wrong" / "fused_add_rmsnorm_no_weight.py"):
             first = warm.evaluate(path, seed=7)  # the first may run cold; the next is dispatched to spares
-            assert set(warm._spares) == {"solution", "check"} and all(s.alive() for s in warm._spares.values())
-            spares = dict(warm._spares)
+            assert set(warm.pool.idle()) == {"solution", "check"} and all(s.alive() for s in warm.pool.idle().values())
+            spares = dict(warm.pool.idle())
             hot = warm.evaluate(path, seed=7)
-            assert all(warm._spares[role] is not spares[role] for role in spares), "a spare served twice"
+            assert all(warm.pool.idle()[role] is not spares[role] for role in spares), "a spare served twice"
             fresh = cold.evaluate(path, seed=7)
             assert _verdict(hot) == _verdict(fresh) == _verdict(first), (hot, fresh)
             assert hot.correct == (path == task.reference_path)
             assert hot.sandbox == fresh.sandbox, (hot.sandbox, fresh.sandbox)
-        assert not cold._spares  # a bare evaluator keeps none
+        assert not cold.pool.idle()  # a bare evaluator keeps none
     finally:
         cold.close()
 
@@ -109,7 +109,7 @@ def test_a_spare_sees_nothing_of_the_evaluation_before_its_dispatch(warm, tmp_pa
     """Idle, a spare's task and outputs directories are empty (the snapshot comes at dispatch) and
     nothing in its process names the task; once dispatched, its request has no nonce."""
     warm.evaluate(warm.task.reference_path)
-    spare = warm._spares["solution"]
+    spare = warm.pool.idle()["solution"]
     assert spare.alive() and not os.listdir(spare.task_dir) and not os.listdir(spare.outputs_dir)
     for pid in _tree(spare):
         for name in ("cmdline", "environ"):
@@ -129,16 +129,16 @@ def _kill_worker(spare: Worker) -> None:
 
 def test_a_spare_killed_while_idle_is_replaced_and_blames_nothing(warm, monkeypatch):
     warm.evaluate(warm.task.reference_path)
-    dead = warm._spares["solution"]
+    dead = warm.pool.idle()["solution"]
     _kill_worker(dead)
     result = warm.evaluate(warm.task.reference_path)
     assert result.correct, result.error
-    assert warm._spares["solution"] is not dead and warm._spares["solution"].alive()
+    assert warm.pool.idle()["solution"] is not dead and warm.pool.idle()["solution"].alive()
     assert not dead.directory.exists()
     # Dead between the check and the dispatch (here: a check that cannot tell): the spare's channel
     # stays silent, and the request runs again on a fresh worker.
     for role in ("solution", "check"):
-        _kill_worker(warm._spares[role])
+        _kill_worker(warm.pool.idle()[role])
     monkeypatch.setattr(Worker, "alive", lambda self: not self._ran)
     result = warm.evaluate(warm.task.reference_path)
     assert result.correct, (result.error, result.output)
@@ -152,11 +152,11 @@ def test_spares_die_with_the_thread_that_started_them_and_are_then_replaced():
         thread.start()
         thread.join()
         assert results[0].correct, results[0].error
-        spares = dict(ev._spares)
+        spares = dict(ev.pool.idle())
         assert _wait(lambda: not any(s.alive() for s in spares.values())), "a spare outlived its thread"
         result = ev.evaluate(ev.task.reference_path)
         assert result.correct, result.error
-        assert all(s.alive() for s in ev._spares.values()) and not set(ev._spares.values()) & set(spares.values())
+        assert all(s.alive() for s in ev.pool.idle().values()) and not set(ev.pool.idle().values()) & set(spares.values())
     finally:
         ev.close()
 
@@ -165,7 +165,7 @@ def test_spares_die_with_the_thread_that_started_them_and_are_then_replaced():
 def test_no_process_or_directory_of_a_spare_outlives_its_evaluator(how):
     ev = Evaluator(load_task(RMSNORM), "interpreter", limits=PhaseLimits(default=120), spares=True)
     ev.evaluate(ev.task.reference_path)
-    spares = list(ev._spares.values())
+    spares = list(ev.pool.idle().values())
     pids = [pid for spare in spares for pid in _tree(spare)]
     directories = [spare.directory for spare in spares]
     assert len(pids) >= 4 and all(d.is_dir() for d in directories)
@@ -185,18 +185,18 @@ SPARES_THEN_WAIT = textwrap.dedent("""
 
     ev = Evaluator(load_task("fused_add_rmsnorm"), "interpreter", limits=PhaseLimits(default=120), spares=True)
     assert ev.evaluate(ev.task.reference_path).correct
-    while not all(reaper.descendants(s._proc.pid) for s in ev._spares.values()):
+    while not all(reaper.descendants(s._proc.pid) for s in ev.pool.idle().values()):
         time.sleep(0.05)
-    print(json.dumps([pid for s in ev._spares.values() for pid in [s._proc.pid, *reaper.descendants(s._proc.pid)]]),
+    print(json.dumps([pid for s in ev.pool.idle().values() for pid in [s._proc.pid, *reaper.descendants(s._proc.pid)]]),
           flush=True)
-    print(json.dumps([str(s.directory) for s in ev._spares.values()]), flush=True)
+    print(json.dumps([str(s.directory) for s in ev.pool.idle().values()]), flush=True)
     time.sleep(600)
 """)
 
 
 def test_no_process_of_a_spare_outlives_a_killed_env_process():
-    """SIGKILLed, the env cannot clean up: each spare's supervisor learns it from the kernel and
-    takes its worker down (what the kernel cannot do, remove directories, is left as before)."""
+    """SIGKILLed, the env cannot clean up: each spare's supervisor learns it from the kernel, takes
+    its worker down and removes the worker's directory."""
     env = {**os.environ, "PYTHONPATH": str(Path(ev_module.__file__).resolve().parents[2])}
     proc = subprocess.Popen([sys.executable, "-c", SPARES_THEN_WAIT], stdout=subprocess.PIPE, text=True, env=env)
     directories = []
@@ -209,6 +209,7 @@ def test_no_process_of_a_spare_outlives_a_killed_env_process():
     try:
         assert len(pids) >= 4
         assert _wait(lambda: all(map(_gone, pids))), [p for p in pids if not _gone(p)]
+        assert len(directories) == 2 and not any(map(os.path.exists, directories))
     finally:
         for directory in directories:
             shutil.rmtree(directory, ignore_errors=True)

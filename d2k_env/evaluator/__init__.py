@@ -13,17 +13,16 @@ import signal
 import stat
 import shutil
 import tempfile
-import threading
 import time
 import warnings
-import weakref
 from pathlib import Path
 
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult, derive_seed, inputs_key
 from d2k_env.evaluator.memcheck import ABSENT, MEMCHECK_EXIT, find_memcheck, first_report, never_attached
 from d2k_env.evaluator.policy_service import check_solution
 from d2k_env.evaluator.rules import advice
-from d2k_env.evaluator.confine import landlock_abi
+from d2k_env.evaluator.cache_copy import harvest_cache, seed_cache
+from d2k_env.evaluator.pool import WorkerPool
 from d2k_env.evaluator.sandbox import MEMORY_LIMIT, PhaseLimits, Worker, WorkerOutcome, absent_layers, run_worker
 from d2k_env.task import Task
 
@@ -53,34 +52,39 @@ class Evaluator:
     held-out shapes once more under compute-sanitizer's memcheck where the machine has it
     (``memcheck=False`` skips that; the result's ``sandbox["memcheck"]`` says what happened).
 
-    ``spares=True``: once it has evaluated, the evaluator keeps one started worker per role (a
-    spare, sandboxed exactly as a fresh one, that imports torch and Triton and on the GPU creates
-    its CUDA context while it waits, with nothing of a task or a solution in reach) and hands the
-    next evaluation to it, starting a replacement when the evaluation's workers are done; each
-    worker still serves one evaluation. That saves the workers' start-up (seconds per process) on
-    every evaluation after the first, for two idle processes held per evaluator. Spares are kept
-    only where Landlock scopes signals (ABI 6+): an idle spare lives beside the solution under
-    evaluation, which must reach neither its files nor its process; elsewhere every evaluation
-    starts its workers fresh. ``close()`` ends them; they never outlive the evaluator, the thread
-    that started them, or the process.
+    Workers come from ``pool`` (a :class:`~d2k_env.evaluator.pool.WorkerPool` of the same backend,
+    shared with other evaluators of the calling thread: an evaluation service's lane), or from a
+    pool of its own, with warm spares when ``spares=True`` (see the pool for what a spare is and
+    where spares are kept). Each worker serves one evaluation, whichever pool it came from. ``gpu``
+    (the workers' ``CUDA_VISIBLE_DEVICES``: one index or UUID as the caller's driver names it)
+    pins the evaluations to one GPU; it must match the pool's. ``close()`` ends the spares of its
+    own pool; they never outlive the evaluator, the thread that started them, or the process.
     """
 
     def __init__(self, task: Task, backend: str = "auto", cache_dir: str | Path | None = None,
                  limits: PhaseLimits | None = None, time_budget_s: float = 3.0, memcheck: bool = True,
-                 spares: bool = False):
+                 spares: bool = False, gpu: str | None = None, pool: WorkerPool | None = None):
         self.task = task
         self.backend = resolve_backend(backend)
+        if pool is not None and (pool.interpret != (self.backend == "interpreter") or pool.gpu != gpu):
+            raise ValueError(f"the worker pool serves {'the interpreter' if pool.interpret else 'the GPU'} "
+                             f"(gpu {pool.gpu!r}), not this evaluator's {self.backend} backend (gpu {gpu!r})")
         self._own_cache = None if cache_dir else tempfile.TemporaryDirectory(prefix="d2k-triton-")
         self.cache_dir = Path(cache_dir or self._own_cache.name)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.limits = limits or PhaseLimits()
         self.time_budget_s = time_budget_s
         self.ceilings: dict[str, float] | None = None
         self.memcheck = memcheck
-        self.spares = spares and landlock_abi() >= 6
-        self._spares: dict[str, Worker] = {}
-        # Spares taken down when the evaluator is collected or the process exits without close().
-        self._close_spares = weakref.finalize(self, _close_workers, self._spares)
+        self.gpu = gpu
+        self._own_pool = pool is None
+        self.pool = pool or WorkerPool(interpret=self.backend == "interpreter", gpu=gpu, spares=spares)
         _say_absent_layers()
+
+    @property
+    def spares(self) -> bool:
+        """Whether its evaluations take warm spares (False where the machine cannot keep them)."""
+        return self.pool.spares
 
     @property
     def can_time(self) -> bool:
@@ -98,16 +102,11 @@ class Evaluator:
         if mode == "profile" and not self.can_time:
             return EvalResult(mode, self.backend, error="profiling needs a GPU: the interpreter backend "
                                                         "runs kernels on the CPU and cannot time them")
-        # Only a regular file is read: a link could name the reference, a pipe would block here.
         try:
-            kind = os.lstat(solution_path).st_mode
-        except OSError as exc:
-            return EvalResult(mode, self.backend, error=f"solution.py cannot be read: {exc.strerror}")
-        if not stat.S_ISREG(kind):
-            return EvalResult(mode, self.backend, error="solution.py must be a regular file, not a link, a "
-                                                        "directory or a pipe")
+            source = read_solution(solution_path)
+        except UnreadableSolution as exc:
+            return EvalResult(mode, self.backend, error=str(exc))
         solution_path = Path(solution_path).resolve()
-        source = solution_path.read_text(errors="replace")
         violations = check_solution(source, self.task.allowed_torch)
         if violations:
             # Each rule broken also says what an honest solution does instead, once.
@@ -146,27 +145,22 @@ class Evaluator:
             w.heldout = w.name in held
         if result.ceilings and self.ceilings is None:
             self.ceilings = result.ceilings
-        self._replenish()
+        self.pool.replenish()
         return result
 
     def _run(self, req: EvalRequest, outputs: Path | None = None) -> tuple[EvalResult, Worker]:
-        """Run ``req`` (its ``root`` and ``outputs_dir`` become the worker's) on the spare of its role
-        when that is usable (see :meth:`_usable`), else on a worker started now; the check role gets
-        the files in ``outputs`` (the solution worker's) moved into its outputs directory first.
-        Returns the result and the worker, whose directory the caller removes (``close()``) once
-        done with its outputs."""
-        spare = self._spares.pop(req.role, None)
-        if spare is not None and not self._usable(spare):
-            spare.close()
-            spare = None
-        worker = spare or self._start(req.role)
+        """Run ``req`` (its ``root`` and ``outputs_dir`` become the worker's) on a worker of the pool;
+        the check role gets the files in ``outputs`` (the solution worker's) moved into its outputs
+        directory first. Returns the result and the worker, whose directory the caller removes
+        (``close()``) once done with its outputs."""
+        worker, spare = self.pool.take(req.role)
         try:
             req, outcome = self._dispatch(worker, req, outputs)
-            if spare is not None and not outcome.began:
-                # The spare ended before its channel carried anything (it died after the check above,
+            if spare and not outcome.began:
+                # The spare ended before its channel carried anything (it died after the pool's check,
                 # before or while taking the request, or while still warming up): nothing of the
                 # request ran, so this is no verdict on the solution. Once more, on a fresh worker.
-                stale, worker = worker, self._start(req.role)
+                stale, worker = worker, self.pool.start(req.role)
                 try:
                     req, outcome = self._dispatch(worker, req, stale.outputs_dir if outputs is not None else None)
                 finally:
@@ -176,38 +170,19 @@ class Evaluator:
             raise
         return self._result(req, outcome), worker
 
-    def _start(self, role: str) -> Worker:
-        return Worker.start(role, self.cache_dir, interpret=not self.can_time)
-
     def _dispatch(self, worker: Worker, req: EvalRequest, outputs: Path | None) -> tuple[EvalRequest, WorkerOutcome]:
-        """Fill the worker's directories (the task's snapshot; the entries of ``outputs``, moved: the
-        same file system), point ``req`` at them and run it; returns the request as run and the outcome."""
+        """Fill the worker's directories (the task's snapshot; the evaluator's Triton cache; the
+        entries of ``outputs``, moved: the same file system), point ``req`` at them and run it; the
+        cache entries the worker made come back. Returns the request as run and the outcome."""
         snapshot_task(self.task, worker.task_dir)
+        seed_cache(self.cache_dir, worker.triton_cache)
         if outputs is not None:
             for entry in os.scandir(outputs):
                 os.rename(entry.path, worker.outputs_dir / entry.name)
         req = dataclasses.replace(req, root=str(worker.task_dir), outputs_dir=str(worker.outputs_dir))
-        return req, worker.run(req, self.limits)
-
-    def _replenish(self) -> None:
-        """One live spare per role, started from the calling thread (the thread that calls evaluate:
-        a supervisor dies with the thread that started it), once this evaluation's workers are done,
-        so that a spare's warm-up never competes with them (on the GPU, never with a timed run)."""
-        if not self.spares:
-            return
-        for role in ("solution", "check"):
-            spare = self._spares.get(role)
-            if spare is None or not self._usable(spare):
-                if spare is not None:
-                    spare.close()
-                self._spares[role] = self._start(role)
-
-    @staticmethod
-    def _usable(spare: Worker) -> bool:
-        """Alive (not killed while idle, its starting thread not gone), and started by the calling
-        thread: a spare dies with the thread that started it, even mid-evaluation, so another
-        thread's spare could die under an evaluation it was handed."""
-        return spare.thread is threading.current_thread() and spare.alive()
+        outcome = worker.run(req, self.limits)
+        harvest_cache(worker.triton_cache, self.cache_dir)
+        return req, outcome
 
     def _result(self, req: EvalRequest, outcome: WorkerOutcome) -> EvalResult:
         """The worker's outcome as a result: its death named, or its report, checked."""
@@ -222,6 +197,7 @@ class Evaluator:
                     w.speedup = w.speedup_ci = w.solution_ms = w.baseline_ms = None
         result.output = outcome.output
         result.sandbox = _layers(outcome, result)
+        result.queue = {}  # the service's to say, never the worker's
         return result
 
     def _memcheck(self, req: EvalRequest, result: EvalResult) -> EvalResult:
@@ -239,7 +215,7 @@ class Evaluator:
             checked = dataclasses.replace(req, mode="test", workloads=[], memcheck=True, nonce=secrets.token_hex(16),
                                           outputs_dir=str(outputs),
                                           root=str(snapshot_task(self.task, Path(private) / "task")))
-            outcome = run_worker(checked, limits=self.limits, triton_cache=self.cache_dir, interpret=False,
+            outcome = run_worker(checked, limits=self.limits, triton_cache=self.cache_dir, interpret=False, gpu=self.gpu,
                                  memcheck=tool)
         run = self._read_result(checked, outcome.result) if outcome.result is not None else None
         layers = _layers(outcome, run)
@@ -272,17 +248,12 @@ class Evaluator:
         return result
 
     def close(self) -> None:
-        """Take down and remove the spares (none starts after this) and the Triton cache this
-        evaluator made."""
-        self.spares = False
-        self._close_spares()
+        """Take down and remove the spares of its own pool (none starts after this) and the Triton
+        cache this evaluator made."""
+        if self._own_pool:
+            self.pool.close()
         if self._own_cache is not None:
             self._own_cache.cleanup()
-
-
-def _close_workers(workers: dict[str, Worker]) -> None:
-    while workers:
-        workers.popitem()[1].close()
 
 
 _absent_said = False
@@ -338,6 +309,22 @@ def _exit_status(returncode: int | None) -> str:
         except ValueError:
             pass
     return str(returncode)
+
+
+class UnreadableSolution(ValueError):
+    """solution.py is not a regular file that can be read."""
+
+
+def read_solution(path: str | Path) -> str:
+    """The text of the solution file at ``path``. Only a regular file is read (a link could name the
+    reference, a pipe would block here); anything else raises :class:`UnreadableSolution`."""
+    try:
+        kind = os.lstat(path).st_mode
+    except OSError as exc:
+        raise UnreadableSolution(f"solution.py cannot be read: {exc.strerror}") from None
+    if not stat.S_ISREG(kind):
+        raise UnreadableSolution("solution.py must be a regular file, not a link, a directory or a pipe")
+    return Path(path).read_text(errors="replace")
 
 
 def snapshot_task(task: Task, into: Path) -> Path:

@@ -15,7 +15,8 @@ env's thread that started it dies (the env sets ``PR_SET_PDEATHSIG`` before exec
 dies before its request came ends the wait too (the env then sees the spare gone). On a stop it
 SIGKILLs every descendant, again and again until none is left (a launcher first gets
 ``LAUNCHER_GRACE_S`` to exit by itself), reaps them all, writes one JSON line to STATUS_FD (the
-worker's exit status, how many other processes it reaped, whether it finished in time) and exits.
+worker's exit status, how many other processes it reaped, whether it finished in time) and exits;
+when the env process itself died, it removes the worker's directory first, which nobody else would.
 
 What it cannot stop: a process of the same user may SIGKILL it before it cleans up (its orphans
 then go to init); the env then kills the worker's process group, and what it can still find under
@@ -341,7 +342,18 @@ def main(argv: list[str]) -> int:
         os.write(status_fd, (json.dumps(report) + "\n").encode())
     except OSError:
         pass  # the env is gone
+    if os.getppid() != parent:
+        _remove_worker_directory()
     return 0
+
+
+def _remove_worker_directory() -> None:
+    """The env died (its death stopped this supervisor), so nobody else will remove the worker's
+    directory: the one above the scratch directory this supervisor runs in, a ``d2k-eval-*``."""
+    directory = os.path.dirname(os.getcwd())
+    if os.path.basename(directory).startswith("d2k-eval-"):
+        import shutil
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -255,10 +255,12 @@ def confinement_for(scratch: str, triton_cache: Path, task_root: str, outputs_di
 
 
 def child_environment(scratch: str, triton_cache: Path, interpret: bool, memcheck: bool = False,
-                      role: str | None = None) -> dict[str, str]:
+                      role: str | None = None, gpu: str | None = None) -> dict[str, str]:
     """The supervisor's and the worker's environment: the allow-listed variables, the worker's own
     directories, the backend's switches, and ``D2K_WORKER_ROLE`` where ``role`` is given (so that a
-    worker started before its request knows what to warm up)."""
+    worker started before its request knows what to warm up). On the GPU, ``CUDA_VISIBLE_DEVICES``
+    is ``gpu`` (one device, as the caller's driver names it: an index or a UUID) where given, and
+    the caller's own setting otherwise."""
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOWLIST or k.startswith("LC_")}
     if role is not None:
         env["D2K_WORKER_ROLE"] = role
@@ -267,6 +269,8 @@ def child_environment(scratch: str, triton_cache: Path, interpret: bool, memchec
                PYTHONPATH=os.pathsep.join(p for p in (import_root(), os.environ.get("PYTHONPATH")) if p))
     if interpret:
         env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+    elif gpu is not None:
+        env.update(CUDA_VISIBLE_DEVICES=gpu)
     if memcheck:  # one driver allocation per tensor, so that the checker sees each tensor's bounds
         env.update(PYTORCH_NO_CUDA_MEMORY_CACHING="1")
     return env
@@ -275,9 +279,11 @@ def child_environment(scratch: str, triton_cache: Path, interpret: bool, memchec
 class Worker:
     """One sandboxed worker process, started before its request exists and serving exactly one.
 
-    :meth:`start` makes the worker's private directory with three empty subdirectories (``scratch``:
+    :meth:`start` makes the worker's private directory with four empty subdirectories (``scratch``:
     its working directory, HOME and TMPDIR; ``task``: where the caller puts the task's snapshot;
-    ``outputs``: where the solution role saves its outputs, and where the check role reads them),
+    ``outputs``: where the solution role saves its outputs, and where the check role reads them;
+    ``triton-cache``: its Triton cache, which the caller fills from its own before the request and
+    takes new entries from after it, see :func:`seed_cache` and :func:`harvest_cache`),
     builds its confinement for them (Landlock's rules need paths that exist) and starts the
     supervisor, which forks the confined worker at once. The worker then imports what every
     evaluation needs (and on the GPU creates its CUDA context) and waits for its request: nothing of
@@ -286,14 +292,15 @@ class Worker:
     whole process tree down; :meth:`close` takes it down if it never ran and removes the directory.
     The supervisor dies with the thread that started it (``PR_SET_PDEATHSIG``), taking the worker
     with it, and it exits by itself when the worker dies before its request came: :meth:`alive` is
-    then False.
+    then False. Nothing of a worker depends on the task or on whose cache it serves: any evaluator
+    of its backend, role and GPU can take it.
     """
 
-    def __init__(self, role: str, interpret: bool, directory: Path, task_dir: Path, outputs_dir: Path,
-                 memcheck: MemcheckTool | None):
-        self.role, self.interpret, self.memcheck = role, interpret, memcheck
+    def __init__(self, role: str, interpret: bool, gpu: str | None, directory: Path, task_dir: Path,
+                 outputs_dir: Path, triton_cache: Path, memcheck: MemcheckTool | None):
+        self.role, self.interpret, self.gpu, self.memcheck = role, interpret, gpu, memcheck
         self.directory, self.scratch = directory, directory / "scratch"
-        self.task_dir, self.outputs_dir = task_dir, outputs_dir
+        self.task_dir, self.outputs_dir, self.triton_cache = task_dir, outputs_dir, triton_cache
         self._proc: subprocess.Popen | None = None
         self._channel_fd = self._status_fd = -1
         self._output: OutputTail | None = None
@@ -301,29 +308,32 @@ class Worker:
         self.thread = threading.current_thread()  # the thread whose exit ends it (PR_SET_PDEATHSIG)
 
     @classmethod
-    def start(cls, role: str, triton_cache: Path, interpret: bool, memcheck: MemcheckTool | None = None,
-              task_root: str | Path | None = None, outputs_dir: str | Path | None = None) -> "Worker":
-        """A started worker of ``role`` (``solution`` or ``check``) on the interpreter or the GPU, under
-        ``memcheck`` (which starts it, inside the same confinement) when given. ``task_root`` and
-        ``outputs_dir`` put the task snapshot and the outputs in the caller's directories instead of
-        the worker's own (the cold path, whose request names them already)."""
+    def start(cls, role: str, interpret: bool, gpu: str | None = None, memcheck: MemcheckTool | None = None,
+              task_root: str | Path | None = None, outputs_dir: str | Path | None = None,
+              triton_cache: str | Path | None = None) -> "Worker":
+        """A started worker of ``role`` (``solution`` or ``check``) on the interpreter or the GPU
+        (``gpu``: its ``CUDA_VISIBLE_DEVICES``), under ``memcheck`` (which starts it, inside the same
+        confinement) when given. ``task_root``, ``outputs_dir`` and ``triton_cache`` put the task
+        snapshot, the outputs and the cache in the caller's directories instead of the worker's own
+        (the cold path, whose request names them already)."""
         directory = Path(tempfile.mkdtemp(prefix="d2k-eval-"))
-        for name in ("scratch", "task", "outputs"):
+        for name in ("scratch", "task", "outputs", "triton-cache"):
             (directory / name).mkdir()
-        worker = cls(role, interpret, directory, Path(task_root or directory / "task"),
-                     Path(outputs_dir or directory / "outputs"), memcheck)
+        worker = cls(role, interpret, gpu, directory, Path(task_root or directory / "task"),
+                     Path(outputs_dir or directory / "outputs"), Path(triton_cache or directory / "triton-cache"),
+                     memcheck)
         try:
-            worker._launch(triton_cache)
+            worker._launch()
         except BaseException:
             worker.close()
             raise
         return worker
 
-    def _launch(self, triton_cache: Path) -> None:
+    def _launch(self) -> None:
         scratch = str(self.scratch)
         port = 20000 + secrets.randbelow(40000)  # where loopback is shared, evaluations rarely collide
-        confinement = confinement_for(scratch, triton_cache, str(self.task_dir), str(self.outputs_dir), self.role,
-                                      self.interpret, self.memcheck, port)
+        confinement = confinement_for(scratch, self.triton_cache, str(self.task_dir), str(self.outputs_dir),
+                                      self.role, self.interpret, self.memcheck, port)
         launcher = [json.dumps(self.memcheck.argv(self.log_path, port))] if self.memcheck else []
         read_fd, write_fd = os.pipe()
         status_read, status_write = os.pipe()
@@ -332,7 +342,8 @@ class Worker:
                 [sys.executable, "-I", "-S", _REAPER, str(write_fd), str(status_write), str(os.getpid()),
                  confinement.to_json(), *launcher],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch,
-                env=child_environment(scratch, triton_cache, self.interpret, self.memcheck is not None, self.role),
+                env=child_environment(scratch, self.triton_cache, self.interpret, self.memcheck is not None,
+                                      self.role, self.gpu),
                 pass_fds=(write_fd, status_write), start_new_session=True,
                 preexec_fn=functools.partial(_start_supervisor, self.memcheck is not None))
         except BaseException:
@@ -408,15 +419,15 @@ class Worker:
 
 
 def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, interpret: bool,
-               memcheck: MemcheckTool | None = None) -> WorkerOutcome:
-    """Run ``req`` in a worker started for it (the cold path: its task snapshot and outputs stay in
-    the directories the request names), enforcing per-phase time limits; under ``memcheck`` when
-    given (the tool starts the worker with every layer but Landlock, which the worker's own process
-    applies; see reaper._spawn_worker).
+               gpu: str | None = None, memcheck: MemcheckTool | None = None) -> WorkerOutcome:
+    """Run ``req`` in a worker started for it (the cold path: its task snapshot, outputs and Triton
+    cache stay in the directories the request and the caller name), enforcing per-phase time
+    limits; under ``memcheck`` when given (the tool starts the worker with every layer but Landlock,
+    which the worker's own process applies; see reaper._spawn_worker).
 
     When this returns (or raises), every process the evaluation started is gone.
     """
-    with Worker.start(req.role, triton_cache, interpret, memcheck, req.root, req.outputs_dir) as worker:
+    with Worker.start(req.role, interpret, gpu, memcheck, req.root, req.outputs_dir, triton_cache) as worker:
         return worker.run(req, limits)
 
 
