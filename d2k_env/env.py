@@ -209,8 +209,9 @@ class KernelEnv(gym.Env):
         baseline = root / "workspace" / "baseline.py"
         baseline.write_text(baseline_source)
         baseline.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+        # Warm spares by default: an episode evaluates again and again (evaluator_options may say spares=False).
         self._evaluator = Evaluator(self.task, self.backend, cache_dir=root / "triton-cache",
-                                    **self.evaluator_options)
+                                    **{"spares": True, **self.evaluator_options})
         self._evaluator.ceilings = self._ceilings
         self._log = ActionLog()
         self._terminated = False

@@ -13,15 +13,18 @@ import signal
 import stat
 import shutil
 import tempfile
+import threading
 import time
 import warnings
+import weakref
 from pathlib import Path
 
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult, derive_seed, inputs_key
 from d2k_env.evaluator.memcheck import ABSENT, MEMCHECK_EXIT, find_memcheck, first_report, never_attached
 from d2k_env.evaluator.policy_service import check_solution
 from d2k_env.evaluator.rules import advice
-from d2k_env.evaluator.sandbox import MEMORY_LIMIT, PhaseLimits, WorkerOutcome, absent_layers, run_worker
+from d2k_env.evaluator.confine import landlock_abi
+from d2k_env.evaluator.sandbox import MEMORY_LIMIT, PhaseLimits, Worker, WorkerOutcome, absent_layers, run_worker
 from d2k_env.task import Task
 
 BACKENDS = ("auto", "cuda", "interpreter")
@@ -49,10 +52,22 @@ class Evaluator:
     first timed evaluation are reused by later ones. On the GPU a ``submit`` that passed runs its
     held-out shapes once more under compute-sanitizer's memcheck where the machine has it
     (``memcheck=False`` skips that; the result's ``sandbox["memcheck"]`` says what happened).
+
+    ``spares=True``: once it has evaluated, the evaluator keeps one started worker per role (a
+    spare, sandboxed exactly as a fresh one, that imports torch and Triton and on the GPU creates
+    its CUDA context while it waits, with nothing of a task or a solution in reach) and hands the
+    next evaluation to it, starting a replacement when the evaluation's workers are done; each
+    worker still serves one evaluation. That saves the workers' start-up (seconds per process) on
+    every evaluation after the first, for two idle processes held per evaluator. Spares are kept
+    only where Landlock scopes signals (ABI 6+): an idle spare lives beside the solution under
+    evaluation, which must reach neither its files nor its process; elsewhere every evaluation
+    starts its workers fresh. ``close()`` ends them; they never outlive the evaluator, the thread
+    that started them, or the process.
     """
 
     def __init__(self, task: Task, backend: str = "auto", cache_dir: str | Path | None = None,
-                 limits: PhaseLimits | None = None, time_budget_s: float = 3.0, memcheck: bool = True):
+                 limits: PhaseLimits | None = None, time_budget_s: float = 3.0, memcheck: bool = True,
+                 spares: bool = False):
         self.task = task
         self.backend = resolve_backend(backend)
         self._own_cache = None if cache_dir else tempfile.TemporaryDirectory(prefix="d2k-triton-")
@@ -61,6 +76,10 @@ class Evaluator:
         self.time_budget_s = time_budget_s
         self.ceilings: dict[str, float] | None = None
         self.memcheck = memcheck
+        self.spares = spares and landlock_abi() >= 6
+        self._spares: dict[str, Worker] = {}
+        # Spares taken down when the evaluator is collected or the process exits without close().
+        self._close_spares = weakref.finalize(self, _close_workers, self._spares)
         _say_absent_layers()
 
     @property
@@ -102,38 +121,96 @@ class Evaluator:
         heldout = [{"name": w.name, "params": w.params} for w in
                    self.task.heldout_workloads(derive_seed(seed, "heldout"), smoke=not self.can_time)
                    ] if mode == "submit" else []
-        held = {w["name"] for w in heldout}
-        with tempfile.TemporaryDirectory(prefix="d2k-eval-") as private:
-            outputs_dir = Path(private) / "outputs"
-            outputs_dir.mkdir()
-            req = EvalRequest(task_id=self.task.id, root=str(snapshot_task(self.task, Path(private) / "run")),
-                              solution_path=str(solution_path), solution_source=source,
-                              mode=mode, device="cuda" if self.can_time else "cpu", workloads=names,
-                              smoke=not self.can_time, seed=inputs_key(seed), time_budget_s=self.time_budget_s,
-                              ceilings=self.ceilings, outputs_dir=str(outputs_dir), heldout=heldout,
-                              nonce=secrets.token_hex(16))
-            result = self._run(req)
+        req = EvalRequest(task_id=self.task.id, root="", solution_path=str(solution_path), solution_source=source,
+                          mode=mode, device="cuda" if self.can_time else "cpu", workloads=names,
+                          smoke=not self.can_time, seed=inputs_key(seed), time_budget_s=self.time_budget_s,
+                          ceilings=self.ceilings, heldout=heldout, nonce=secrets.token_hex(16))
+        result, solution = self._run(req)
+        try:
             if result.error is None and mode != "profile" and any(w.correct for w in result.workloads):
                 passed = {w.name for w in result.workloads if w.correct}
-                check_root = snapshot_task(self.task, Path(private) / "check")
-                check = self._run(dataclasses.replace(
-                    req, role="check", root=str(check_root), nonce=secrets.token_hex(16),
-                    workloads=[n for n in names if n in passed],
-                    heldout=[w for w in heldout if w["name"] in passed]))
+                check, checker = self._run(dataclasses.replace(
+                    req, role="check", nonce=secrets.token_hex(16), workloads=[n for n in names if n in passed],
+                    heldout=[w for w in heldout if w["name"] in passed]), outputs=solution.outputs_dir)
+                checker.close()
                 result = merge_check(result, check)
-            # Once the published shapes pass: a stray store may also have made a held-out shape wrong,
-            # and the checker's verdict names the cause.
-            if mode == "submit" and self.can_time and heldout and result.error is None and \
-                    all(w.correct for w in result.workloads if w.name not in held):
-                result = self._memcheck(req, result, Path(private))
+        finally:
+            solution.close()
+        # Once the published shapes pass: a stray store may also have made a held-out shape wrong,
+        # and the checker's verdict names the cause.
+        held = {w["name"] for w in heldout}
+        if mode == "submit" and self.can_time and heldout and result.error is None and \
+                all(w.correct for w in result.workloads if w.name not in held):
+            result = self._memcheck(req, result)
         for w in result.workloads:
             w.heldout = w.name in held
         if result.ceilings and self.ceilings is None:
             self.ceilings = result.ceilings
+        self._replenish()
         return result
 
-    def _run(self, req: EvalRequest) -> EvalResult:
-        outcome = run_worker(req, limits=self.limits, triton_cache=self.cache_dir, interpret=not self.can_time)
+    def _run(self, req: EvalRequest, outputs: Path | None = None) -> tuple[EvalResult, Worker]:
+        """Run ``req`` (its ``root`` and ``outputs_dir`` become the worker's) on the spare of its role
+        when that is usable (see :meth:`_usable`), else on a worker started now; the check role gets
+        the files in ``outputs`` (the solution worker's) moved into its outputs directory first.
+        Returns the result and the worker, whose directory the caller removes (``close()``) once
+        done with its outputs."""
+        spare = self._spares.pop(req.role, None)
+        if spare is not None and not self._usable(spare):
+            spare.close()
+            spare = None
+        worker = spare or self._start(req.role)
+        try:
+            req, outcome = self._dispatch(worker, req, outputs)
+            if spare is not None and not outcome.began:
+                # The spare ended before its channel carried anything (it died after the check above,
+                # before or while taking the request, or while still warming up): nothing of the
+                # request ran, so this is no verdict on the solution. Once more, on a fresh worker.
+                stale, worker = worker, self._start(req.role)
+                try:
+                    req, outcome = self._dispatch(worker, req, stale.outputs_dir if outputs is not None else None)
+                finally:
+                    stale.close()
+        except BaseException:
+            worker.close()
+            raise
+        return self._result(req, outcome), worker
+
+    def _start(self, role: str) -> Worker:
+        return Worker.start(role, self.cache_dir, interpret=not self.can_time)
+
+    def _dispatch(self, worker: Worker, req: EvalRequest, outputs: Path | None) -> tuple[EvalRequest, WorkerOutcome]:
+        """Fill the worker's directories (the task's snapshot; the entries of ``outputs``, moved: the
+        same file system), point ``req`` at them and run it; returns the request as run and the outcome."""
+        snapshot_task(self.task, worker.task_dir)
+        if outputs is not None:
+            for entry in os.scandir(outputs):
+                os.rename(entry.path, worker.outputs_dir / entry.name)
+        req = dataclasses.replace(req, root=str(worker.task_dir), outputs_dir=str(worker.outputs_dir))
+        return req, worker.run(req, self.limits)
+
+    def _replenish(self) -> None:
+        """One live spare per role, started from the calling thread (the thread that calls evaluate:
+        a supervisor dies with the thread that started it), once this evaluation's workers are done,
+        so that a spare's warm-up never competes with them (on the GPU, never with a timed run)."""
+        if not self.spares:
+            return
+        for role in ("solution", "check"):
+            spare = self._spares.get(role)
+            if spare is None or not self._usable(spare):
+                if spare is not None:
+                    spare.close()
+                self._spares[role] = self._start(role)
+
+    @staticmethod
+    def _usable(spare: Worker) -> bool:
+        """Alive (not killed while idle, its starting thread not gone), and started by the calling
+        thread: a spare dies with the thread that started it, even mid-evaluation, so another
+        thread's spare could die under an evaluation it was handed."""
+        return spare.thread is threading.current_thread() and spare.alive()
+
+    def _result(self, req: EvalRequest, outcome: WorkerOutcome) -> EvalResult:
+        """The worker's outcome as a result: its death named, or its report, checked."""
         if outcome.result is None:
             result = EvalResult(req.mode, self.backend, error=_death(req, outcome))
         else:
@@ -147,7 +224,7 @@ class Evaluator:
         result.sandbox = _layers(outcome, result)
         return result
 
-    def _memcheck(self, req: EvalRequest, result: EvalResult, private: Path) -> EvalResult:
+    def _memcheck(self, req: EvalRequest, result: EvalResult) -> EvalResult:
         """The held-out shapes once more, under the GPU memory checker: an invalid access (named on the
         held-out shape it broke, over any wrong values there), or a run that does not end cleanly
         under it (the solution could have killed it), scores 0."""
@@ -155,13 +232,15 @@ class Evaluator:
         if tool is None:
             result.sandbox["memcheck"] = ABSENT if self.memcheck else "off: Evaluator(memcheck=False)"
             return result
-        outputs = private / "memcheck-outputs"
-        outputs.mkdir()
-        checked = dataclasses.replace(req, mode="test", workloads=[], memcheck=True, nonce=secrets.token_hex(16),
-                                      outputs_dir=str(outputs),
-                                      root=str(snapshot_task(self.task, private / "memcheck")))
         started = time.monotonic()
-        outcome = run_worker(checked, limits=self.limits, triton_cache=self.cache_dir, interpret=False, memcheck=tool)
+        with tempfile.TemporaryDirectory(prefix="d2k-memcheck-") as private:
+            outputs = Path(private) / "outputs"
+            outputs.mkdir()
+            checked = dataclasses.replace(req, mode="test", workloads=[], memcheck=True, nonce=secrets.token_hex(16),
+                                          outputs_dir=str(outputs),
+                                          root=str(snapshot_task(self.task, Path(private) / "task")))
+            outcome = run_worker(checked, limits=self.limits, triton_cache=self.cache_dir, interpret=False,
+                                 memcheck=tool)
         run = self._read_result(checked, outcome.result) if outcome.result is not None else None
         layers = _layers(outcome, run)
         # The tool's own exit (a positive status: a signal would mean it was killed) with its own words.
@@ -193,8 +272,17 @@ class Evaluator:
         return result
 
     def close(self) -> None:
+        """Take down and remove the spares (none starts after this) and the Triton cache this
+        evaluator made."""
+        self.spares = False
+        self._close_spares()
         if self._own_cache is not None:
             self._own_cache.cleanup()
+
+
+def _close_workers(workers: dict[str, Worker]) -> None:
+    while workers:
+        workers.popitem()[1].close()
 
 
 _absent_said = False
@@ -253,8 +341,11 @@ def _exit_status(returncode: int | None) -> str:
 
 
 def snapshot_task(task: Task, into: Path) -> Path:
-    """Copy what a worker needs of the task, its spec and baseline, under ``into`` (never the
-    reference: a worker that could read it could run it); returns the new root."""
+    """Copy what a worker needs of the task, its spec and baseline (never the reference: a worker
+    that could read it could run it), under ``into``, an empty or absent directory (a worker's task
+    directory, empty since it started); returns ``into``."""
+    if into.exists() and any(into.iterdir()):
+        raise ValueError(f"{into} is not empty: a task snapshot goes into an empty directory")
     for path in (task.spec_path, task.baseline_path):
         target = into / path.relative_to(task.root)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -4,14 +4,16 @@ The child gets its own session, a private scratch directory as working directory
 the episode's Triton cache, a scrubbed environment, resource limits (file size, CPU time,
 processes), no network where the OS allows a private network namespace, and a ``sys.path`` without
 the agent's workspace. Progress and the result come back as JSON lines on a dedicated pipe; each
-phase (load, check, time, ...) has its own time limit. stdout and stderr are kept only as clipped
-text to show the agent.
+phase (load, check, time, ...) has its own time limit, counted from the moment the request is
+handed over. stdout and stderr are kept only as clipped text to show the agent. A worker may be
+started before its request exists (:class:`Worker`, a spare that warms up meanwhile); it still
+serves exactly one.
 
 Guarantee: no process started by an evaluation outlives it, wherever it went (``setsid()``,
 ``setpgid()``, double forks). The child is a supervisor (:mod:`d2k_env.evaluator.reaper`, which never
 runs agent code) that makes itself the child subreaper of the worker's whole tree, so orphans below
 it are re-parented to it rather than to init; when the evaluation ends (the result arrived, the
-worker died, a limit was hit, or an exception reached :func:`run_worker`) the env asks it to SIGKILL
+worker died, a limit was hit, or an exception reached :meth:`Worker.run`) the env asks it to SIGKILL
 and reap every descendant, then kills its process group as before. If the env itself dies (even by
 SIGKILL) the kernel tells the supervisor (``PR_SET_PDEATHSIG``), which takes the tree down the same
 way; if the supervisor dies, the kernel kills the worker. The env never waits on a supervisor that
@@ -101,6 +103,7 @@ class WorkerOutcome:
     layers: dict[str, str] = field(default_factory=dict)  # the sandbox's layers and their state, by name
     oom_kills: int = 0  # processes its memory cgroup's limit killed
     memcheck_log: str = ""  # the GPU memory checker's log, when the worker ran under it
+    began: bool = True  # whether its channel carried anything: False, nothing of the request ran
 
 
 class OutputTail:
@@ -251,8 +254,14 @@ def confinement_for(scratch: str, triton_cache: Path, task_root: str, outputs_di
         tcp_ports=memcheck.ports(port) if memcheck else [])
 
 
-def child_environment(scratch: str, triton_cache: Path, interpret: bool, memcheck: bool = False) -> dict[str, str]:
+def child_environment(scratch: str, triton_cache: Path, interpret: bool, memcheck: bool = False,
+                      role: str | None = None) -> dict[str, str]:
+    """The supervisor's and the worker's environment: the allow-listed variables, the worker's own
+    directories, the backend's switches, and ``D2K_WORKER_ROLE`` where ``role`` is given (so that a
+    worker started before its request knows what to warm up)."""
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOWLIST or k.startswith("LC_")}
+    if role is not None:
+        env["D2K_WORKER_ROLE"] = role
     env.update(HOME=scratch, TMPDIR=scratch, TRITON_CACHE_DIR=str(triton_cache), PYTHONUNBUFFERED="1",
                PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1", USER="d2k-sandbox",
                PYTHONPATH=os.pathsep.join(p for p in (import_root(), os.environ.get("PYTHONPATH")) if p))
@@ -263,30 +272,69 @@ def child_environment(scratch: str, triton_cache: Path, interpret: bool, memchec
     return env
 
 
-def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, interpret: bool,
-               memcheck: MemcheckTool | None = None) -> WorkerOutcome:
-    """Run one worker in a fresh child process, enforcing per-phase time limits; under ``memcheck``
-    when given (the tool starts the worker with every layer but Landlock, which the worker's own
-    process applies; see reaper._spawn_worker).
+class Worker:
+    """One sandboxed worker process, started before its request exists and serving exactly one.
 
-    When this returns (or raises), every process the evaluation started is gone.
+    :meth:`start` makes the worker's private directory with three empty subdirectories (``scratch``:
+    its working directory, HOME and TMPDIR; ``task``: where the caller puts the task's snapshot;
+    ``outputs``: where the solution role saves its outputs, and where the check role reads them),
+    builds its confinement for them (Landlock's rules need paths that exist) and starts the
+    supervisor, which forks the confined worker at once. The worker then imports what every
+    evaluation needs (and on the GPU creates its CUDA context) and waits for its request: nothing of
+    a task or a solution is in its reach until :meth:`run` hands it one. :meth:`run` writes the
+    request, follows the channel (each phase's time limit counts from the dispatch) and takes the
+    whole process tree down; :meth:`close` takes it down if it never ran and removes the directory.
+    The supervisor dies with the thread that started it (``PR_SET_PDEATHSIG``), taking the worker
+    with it, and it exits by itself when the worker dies before its request came: :meth:`alive` is
+    then False.
     """
-    with tempfile.TemporaryDirectory(prefix="d2k-eval-") as scratch:
+
+    def __init__(self, role: str, interpret: bool, directory: Path, task_dir: Path, outputs_dir: Path,
+                 memcheck: MemcheckTool | None):
+        self.role, self.interpret, self.memcheck = role, interpret, memcheck
+        self.directory, self.scratch = directory, directory / "scratch"
+        self.task_dir, self.outputs_dir = task_dir, outputs_dir
+        self._proc: subprocess.Popen | None = None
+        self._channel_fd = self._status_fd = -1
+        self._output: OutputTail | None = None
+        self._ran = False
+        self.thread = threading.current_thread()  # the thread whose exit ends it (PR_SET_PDEATHSIG)
+
+    @classmethod
+    def start(cls, role: str, triton_cache: Path, interpret: bool, memcheck: MemcheckTool | None = None,
+              task_root: str | Path | None = None, outputs_dir: str | Path | None = None) -> "Worker":
+        """A started worker of ``role`` (``solution`` or ``check``) on the interpreter or the GPU, under
+        ``memcheck`` (which starts it, inside the same confinement) when given. ``task_root`` and
+        ``outputs_dir`` put the task snapshot and the outputs in the caller's directories instead of
+        the worker's own (the cold path, whose request names them already)."""
+        directory = Path(tempfile.mkdtemp(prefix="d2k-eval-"))
+        for name in ("scratch", "task", "outputs"):
+            (directory / name).mkdir()
+        worker = cls(role, interpret, directory, Path(task_root or directory / "task"),
+                     Path(outputs_dir or directory / "outputs"), memcheck)
+        try:
+            worker._launch(triton_cache)
+        except BaseException:
+            worker.close()
+            raise
+        return worker
+
+    def _launch(self, triton_cache: Path) -> None:
+        scratch = str(self.scratch)
         port = 20000 + secrets.randbelow(40000)  # where loopback is shared, evaluations rarely collide
-        confinement = confinement_for(scratch, triton_cache, req.root, req.outputs_dir, req.role, interpret,
-                                      memcheck, port)
-        log_path = os.path.join(scratch, LOG_NAME)
-        launcher = [json.dumps(memcheck.argv(log_path, port))] if memcheck else []
+        confinement = confinement_for(scratch, triton_cache, str(self.task_dir), str(self.outputs_dir), self.role,
+                                      self.interpret, self.memcheck, port)
+        launcher = [json.dumps(self.memcheck.argv(self.log_path, port))] if self.memcheck else []
         read_fd, write_fd = os.pipe()
         status_read, status_write = os.pipe()
         try:
-            proc = subprocess.Popen(
+            self._proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", _REAPER, str(write_fd), str(status_write), str(os.getpid()),
                  confinement.to_json(), *launcher],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch,
-                env=child_environment(scratch, triton_cache, interpret, memcheck is not None),
+                env=child_environment(scratch, triton_cache, self.interpret, self.memcheck is not None, self.role),
                 pass_fds=(write_fd, status_write), start_new_session=True,
-                preexec_fn=functools.partial(_start_supervisor, memcheck is not None))
+                preexec_fn=functools.partial(_start_supervisor, self.memcheck is not None))
         except BaseException:
             os.close(read_fd)
             os.close(status_read)
@@ -294,26 +342,89 @@ def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, int
         finally:
             os.close(write_fd)
             os.close(status_write)
-        result, stopped = None, None
+        self._channel_fd, self._status_fd = read_fd, status_read
+        self._output = OutputTail(self._proc.stdout)  # what it prints while warming up counts too
+
+    @property
+    def log_path(self) -> str:
+        """The GPU memory checker's log (written only under it)."""
+        return str(self.scratch / LOG_NAME)
+
+    def alive(self) -> bool:
+        """Whether it can still take its request: never run, and its supervisor (which exits when an
+        idle worker dies) still running."""
+        return not self._ran and self._proc is not None and self._proc.poll() is None
+
+    def run(self, req: EvalRequest, limits: PhaseLimits) -> WorkerOutcome:
+        """Hand the worker ``req`` (whose role, ``root`` and ``outputs_dir`` must be this worker's) and
+        follow it to the end, enforcing per-phase time limits from now. When this returns (or
+        raises), every process the evaluation started is gone; the directory stays until :meth:`close`."""
+        if (req.role, req.root, req.outputs_dir) != (self.role, str(self.task_dir), str(self.outputs_dir)):
+            raise ValueError("the request names another role or other directories than this worker was confined to")
+        if self._ran:
+            raise RuntimeError("a worker serves one request only")
+        self._ran = True
+        result, stopped, began = None, None, False
         try:
-            channel = os.fdopen(read_fd, "rb", buffering=0)
-            output = OutputTail(proc.stdout)
+            channel = os.fdopen(self._channel_fd, "rb", buffering=0)
+            self._channel_fd = -1
             try:
-                proc.stdin.write(req.to_json().encode())
-                proc.stdin.close()
+                self._proc.stdin.write(req.to_json().encode())
+                self._proc.stdin.close()
             except BrokenPipeError:
                 pass
-            result, stopped = _follow(channel, limits, output, req)
+            result, stopped, began = _follow(channel, limits, self._output, req)
         finally:
-            report = _take_down(proc, status_read)
-        returncode = report["worker"] if isinstance(report.get("worker"), int) else proc.returncode
-        return WorkerOutcome(result, output.text(), returncode, stopped, int(report.get("others") or 0),
+            report = self._take_down()
+        returncode = report["worker"] if isinstance(report.get("worker"), int) else self._proc.returncode
+        return WorkerOutcome(result, self._output.text(), returncode, stopped, int(report.get("others") or 0),
                              dict(report.get("layers") or {}), int(report.get("oom_kills") or 0),
-                             read_log(log_path) if memcheck else "")
+                             read_log(self.log_path) if self.memcheck else "", began)
+
+    def _take_down(self) -> dict:
+        """Every process of the worker's tree killed and reaped; the supervisor's report (see _take_down)."""
+        status_fd, self._status_fd = self._status_fd, -1
+        return _take_down(self._proc, status_fd)
+
+    def close(self) -> None:
+        """Take the worker down if it is still up (an unused spare: its closed stdin tells it that no
+        request will come) and remove its directory. Safe to call more than once."""
+        if self._channel_fd >= 0:
+            os.close(self._channel_fd)
+            self._channel_fd = -1
+        if self._proc is not None and self._status_fd >= 0:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+            self._take_down()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
-def _follow(channel, limits: PhaseLimits, output: OutputTail, req: EvalRequest) -> tuple[dict | None, str | None]:
-    """Read the channel until the result arrives, the child exits, or it breaks a limit.
+def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, interpret: bool,
+               memcheck: MemcheckTool | None = None) -> WorkerOutcome:
+    """Run ``req`` in a worker started for it (the cold path: its task snapshot and outputs stay in
+    the directories the request names), enforcing per-phase time limits; under ``memcheck`` when
+    given (the tool starts the worker with every layer but Landlock, which the worker's own process
+    applies; see reaper._spawn_worker).
+
+    When this returns (or raises), every process the evaluation started is gone.
+    """
+    with Worker.start(req.role, triton_cache, interpret, memcheck, req.root, req.outputs_dir) as worker:
+        return worker.run(req, limits)
+
+
+def _follow(channel, limits: PhaseLimits, output: OutputTail,
+            req: EvalRequest) -> tuple[dict | None, str | None, bool]:
+    """Read the channel until the result arrives, the child exits, or it breaks a limit. Returns the
+    result, why the harness stopped the worker, and whether any message came (a worker that sent
+    none never began the evaluation: it died, or was stopped, before or while taking its request).
 
     Every message passed through the supervisor, which stamps it with the nonce only it and the
     env know: a message without it did not. A second result, or a phase the harness would never
@@ -323,38 +434,39 @@ def _follow(channel, limits: PhaseLimits, output: OutputTail, req: EvalRequest) 
     phase, workload, started = "start", "", time.monotonic()
     entered = {(phase, workload)}
     workloads = {"", *req.workloads, *(w["name"] for w in req.heldout)}
-    buffer, result = b"", None
+    buffer, result, began = b"", None, False
     with channel:
         while True:
             budget = limits[phase] - (time.monotonic() - started)
             if budget <= 0:
                 where = f" of workload {workload}" if workload else ""
-                return None, f"phase '{phase}'{where} exceeded its {limits[phase]:.0f} s limit"
+                return None, f"phase '{phase}'{where} exceeded its {limits[phase]:.0f} s limit", began
             if output.total > OUTPUT_LIMIT:
-                return None, f"it printed more than {OUTPUT_LIMIT // 2**20} MB"
+                return None, f"it printed more than {OUTPUT_LIMIT // 2**20} MB", began
             ready, _, _ = select.select([channel], [], [], min(budget, 0.2))
             if not ready:
                 continue
             chunk = channel.read(65536)
             if not chunk:
-                return result, None  # the child closed the channel: finished, or died
+                return result, None, began  # the child closed the channel: finished, or died
             *lines, buffer = (buffer + chunk).split(b"\n")
             for line in lines:
+                began = True
                 try:
                     msg = json.loads(line)
                 except ValueError:  # not JSON, or not UTF-8
                     msg = None
                 if not isinstance(msg, dict) or msg.get("nonce") != req.nonce:
-                    return None, "[forged-result] the result channel carried a message the harness did not send"
+                    return None, "[forged-result] the result channel carried a message the harness did not send", began
                 if "result" in msg:
                     if result is not None:
-                        return None, "[forged-result] the result channel carried a second result"
+                        return None, "[forged-result] the result channel carried a second result", began
                     result = msg["result"]
                 elif "phase" in msg:
                     step = (str(msg["phase"]), str(msg.get("workload", "")))
                     if step in entered or step[0] not in PHASES or step[1] not in workloads:
                         return None, f"[forged-result] the result channel announced phase {step[0]!r} " \
-                                     f"{step[1]!r}, which the harness never would"
+                                     f"{step[1]!r}, which the harness never would", began
                     entered.add(step)
                     (phase, workload), started = step, time.monotonic()
 
