@@ -456,8 +456,8 @@ def warm_up() -> bool:
     the sandbox gave it) the patch that makes it compute like the GPU; on the GPU the CUDA context
     of device 0 of those ``CUDA_VISIBLE_DEVICES`` shows, and the modules of timing and profiling;
     for the solution role (``D2K_WORKER_ROLE``) one allocation under the torch-work guard, whose
-    first operator makes torch import its compiler stack (5-8 s on a busy CPU). Nothing of a task
-    or a solution is touched. Returns whether this worker interprets."""
+    first operator sets up torch's Python dispatch. Nothing of a task or a solution is touched.
+    Returns whether this worker interprets."""
     import triton.language  # noqa: F401 - imported for its first use
     interprets = os.environ.get("TRITON_INTERPRET") == "1"
     if interprets:
