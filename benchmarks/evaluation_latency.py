@@ -12,6 +12,13 @@ spares existed); ``warm`` dispatches to the spares (``spares=True``).
 Prints one JSON line per evaluation (task, mode, seconds, load average) and a Markdown table of
 medians with min and max; ``--json PATH`` also writes every sample.
 
+    python benchmarks/evaluation_latency.py --env [--backend cuda] [--calls 5] [--gap 20]
+
+What a user of the env waits for, per task: ``reset``, and the steps ``run_tests``, ``benchmark``
+(every workload) and ``submit`` of the reference, each after ``--gap`` idle seconds, through the
+env's own evaluation service (after one untimed ``run_tests``); then ``d2k eval TASK REFERENCE``
+as a whole command, ``--calls`` times.
+
     python benchmarks/evaluation_latency.py --one-shot [--calls 5]
 
 What spares cost an evaluator that evaluates once and is closed (as most tests' are): the
@@ -64,6 +71,43 @@ def measure(task_id: str, mode: str, backend: str, calls: int, gap: float) -> li
         ev.close()
 
 
+def env_latency(task_id: str, backend: str, calls: int, gap: float) -> list[dict]:
+    import gymnasium as gym
+
+    import d2k_env
+    task = load_task(task_id)
+    write = {"tool": "write_file", "args": {"path": "solution.py", "content": task.reference_path.read_text()}}
+    env = gym.make(d2k_env.env_id(task_id), backend=backend)
+    samples = []
+
+    def timed(what, call):
+        started = time.perf_counter()
+        out = call()
+        samples.append({"task": task_id, "mode": what, "seconds": round(time.perf_counter() - started, 3),
+                        "load1": os.getloadavg()[0]})
+        print(json.dumps(samples[-1]), flush=True)
+        return out
+
+    try:
+        env.reset(seed=0)
+        env.step(write)
+        assert env.step({"tool": "run_tests", "args": {}})[4]["evaluation"]["correct"]
+        for i in range(calls):
+            for tool in ("run_tests", "benchmark", "submit"):
+                time.sleep(gap)
+                info = timed(tool, lambda: env.step({"tool": tool, "args": {}}))[4]
+                assert info["evaluation"]["correct"], info["verdict"]
+            timed("reset", lambda: env.reset(seed=i + 1))
+            env.step(write)
+    finally:
+        env.close()
+    for _ in range(calls):
+        command = [sys.executable, "-m", "d2k_env.cli", "eval", task_id, str(task.reference_path), "--backend", backend]
+        done = timed("d2k eval", lambda: subprocess.run(command, capture_output=True, text=True, cwd=ROOT))
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return samples
+
+
 def one_shot(task_id: str, calls: int) -> None:
     task = load_task(task_id)
     rows = {False: [], True: []}
@@ -93,6 +137,8 @@ def main() -> None:
     parser.add_argument("--gap", type=float, default=20.0, help="idle seconds before each timed evaluation")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--one-shot", action="store_true", help="the cost of spares to a one-shot evaluator")
+    parser.add_argument("--env", action="store_true", help="reset, run_tests, benchmark, submit and d2k eval "
+                                                           "as the env's user waits for them")
     args = parser.parse_args()
     tasks = args.tasks or task_ids()
     import torch
@@ -105,11 +151,16 @@ def main() -> None:
     if args.one_shot:
         one_shot(tasks[0], args.calls)
         return
-    samples = [s for task in tasks for mode in args.modes
-               for s in measure(task, mode, args.backend, args.calls, args.gap)]
+    if args.env:
+        samples = [s for task in tasks for s in env_latency(task, args.backend, args.calls, args.gap)]
+        modes = ["reset", "run_tests", "benchmark", "submit", "d2k eval"]
+    else:
+        samples = [s for task in tasks for mode in args.modes
+                   for s in measure(task, mode, args.backend, args.calls, args.gap)]
+        modes = args.modes
     print("\n| task | mode | seconds, median (min-max) | load (1 min), median |\n|---|---|---|---|")
     for task in tasks:
-        for mode in args.modes:
+        for mode in modes:
             times = [s["seconds"] for s in samples if s["task"] == task and s["mode"] == mode]
             loads = [s["load1"] for s in samples if s["task"] == task and s["mode"] == mode]
             print(f"| {task} | {mode} | {statistics.median(times):.2f} ({min(times):.2f}-{max(times):.2f}, "

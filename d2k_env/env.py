@@ -22,6 +22,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
+from d2k_env import tempdirs
 from d2k_env import reward as rewards
 from d2k_env.action_log import ActionLog, Refusal, replay_steps
 from d2k_env.evaluator import EvalResult, UnreadableSolution, read_solution, resolve_backend
@@ -228,7 +229,7 @@ class KernelEnv(gym.Env):
         super().reset(seed=seed)
         self._episode_layers = parse_guidance((options or {}).get("guidance", self.guidance_layers))
         self._close_episode()
-        self._episode_dir = tempfile.TemporaryDirectory(prefix=f"d2k-{self.task.id}-")
+        self._episode_dir = tempdirs.make(f"episode_{self.task.id}")
         root = Path(self._episode_dir.name)
         (root / "workspace").mkdir()
         baseline_source = self.task.baseline_path.read_text()
@@ -357,7 +358,7 @@ class KernelEnv(gym.Env):
     def _cache(self) -> str:
         """The env's Triton cache, kept across its episodes."""
         if self._cache_dir is None:
-            self._cache_dir = tempfile.TemporaryDirectory(prefix=f"d2k-cache-{self.task.id}-")
+            self._cache_dir = tempdirs.make(f"cache_{self.task.id}")
         return self._cache_dir.name
 
     def _tool_run_tests(self):

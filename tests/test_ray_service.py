@@ -51,7 +51,7 @@ def test_a_lost_actor_is_an_error_step_and_the_next_evaluation_succeeds(cluster)
         assert env.step({"tool": "run_tests", "args": {}})[4]["evaluation"]["correct"]
         pid = ray.get(service._actors[0].pid.remote())
         # Killed while the next evaluation is in flight: its step reports the loss.
-        future = service.submit(EvalJob(RMSNORM, "import time\n", "test", seed=1))
+        future = service.submit(EvalJob(RMSNORM, load_task(RMSNORM).reference_path.read_text(), "submit", seed=1))
         time.sleep(0.3)
         os.kill(pid, signal.SIGKILL)
         lost = future.result(timeout=300)

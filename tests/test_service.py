@@ -71,7 +71,7 @@ def test_a_timed_job_has_its_gpu_to_itself_and_correctness_jobs_share(recorded):
     assert any(_overlap(a, b) and a[0] == b[0] for i, a in enumerate(shared) for b in shared[i + 1:]), \
         "correctness-only jobs never ran side by side on one GPU"
     assert {r.queue["gpu"] for r in results} == {"0", "1"}
-    assert all(set(r.queue) == {"lane", "gpu", "position", "waited_s"} for r in results)
+    assert all(set(r.queue) == {"lane", "gpu", "position", "waited_s", "started", "ended"} for r in results)
     assert results[-1].queue["position"] > 0  # submitted behind others
 
 
@@ -190,14 +190,105 @@ def test_envs_sharing_a_service_in_threads_get_their_own_verdicts_and_nothing_is
     assert _tree(os.getpid()) - processes, "the shared service keeps its warm workers while it lives"
     service.close()
     assert _settles(processes), "a process outlived the service"
-    assert not list(tmp_path.iterdir()), "a directory outlived the envs and the service"
+    assert not list(tmp_path.glob("d2k-*")), "a directory outlived the envs and the service"
 
 
 def test_an_env_s_own_service_ends_with_it():
+    from d2k_env.evaluator import policy_service
+    policy_service.check_solution("", frozenset())  # the process's policy child, long-lived by design
     processes = _tree(os.getpid())
     env = gym.make(d2k_env.env_id(RMSNORM), backend="interpreter")
     env.reset(seed=0)
-    env.step({"tool": "run_tests", "args": {}})  # the stub: it fails, but workers ran and spares started
+    env.step({"tool": "write_file", "args": {"path": "solution.py",
+                                              "content": load_task(RMSNORM).reference_path.read_text()}})
+    assert env.step({"tool": "run_tests", "args": {}})[4]["evaluation"]["correct"]  # and spares started
     assert _tree(os.getpid()) - processes
     env.close()
     assert _settles(processes)
+
+
+def test_an_async_vector_env_evaluates_in_every_process_with_the_right_verdicts():
+    processes = _tree(os.getpid())
+    reference = load_task(RMSNORM).reference_path.read_text()
+    vec = gym.make_vec(d2k_env.env_id(RMSNORM), num_envs=3, vectorization_mode="async", backend="interpreter")
+    try:
+        vec.reset(seed=[0, 1, 2])
+        vec.step(({"tool": "list_files", "args": {}},
+                  *({"tool": "write_file", "args": {"path": "solution.py", "content": reference}},) * 2))
+        _, rewards, terminated, truncated, infos = vec.step(({"tool": "run_tests", "args": {}},) * 3)
+        assert list(infos["evaluation"]["correct"]) == [False, True, True]
+        assert not terminated.any() and not truncated.any() and (rewards == 0).all()
+    finally:
+        vec.close()
+    assert _settles(processes), "a process of the vector env outlived its close()"
+
+
+GPU_TIMED = textwrap.dedent(f"""
+    import json, sys
+    sys.path.insert(0, {str(ROOT)!r})
+    from d2k_env.service import EvalJob, LocalService
+    from d2k_env.task import load_task
+    source = load_task(sys.argv[1]).reference_path.read_text()
+    with LocalService("cuda", gpus=["0"], lanes_per_gpu=2) as service:
+        futures = [service.submit(EvalJob(sys.argv[1], source, mode, seed=i))
+                   for i, mode in enumerate(["benchmark", "test", "benchmark", "test"])]
+        results = [f.result() for f in futures]
+    print(json.dumps([[r.mode, r.correct, r.queue["started"], r.queue["ended"]] for r in results]))
+""")
+
+
+@pytest.mark.gpu
+def test_timed_evaluations_never_share_the_gpu():
+    """Two processes, each with its own service on GPU 0, benchmark and test the reference at once:
+    every benchmark held the GPU alone, and every verdict is right."""
+    import json
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    procs = [subprocess.Popen([sys.executable, "-c", GPU_TIMED, task], stdout=subprocess.PIPE, text=True)
+             for task in (RMSNORM, "merge_attn_states")]
+    runs = [json.loads(p.communicate(timeout=900)[0]) for p in procs]
+    assert all(correct for run in runs for _, correct, _, _ in run)
+    spans = [(mode, start, end) for run in runs for mode, _, start, end in run]
+    for i, a in enumerate(spans):
+        for b in spans[i + 1:]:
+            if "benchmark" in (a[0], b[0]):
+                assert not (a[1] < b[2] and b[1] < a[2]), f"timed work shared the GPU: {a} {b}"
+
+
+KILLED_DRIVER = textwrap.dedent(f"""
+    import sys, time
+    sys.path.insert(0, {str(ROOT)!r})
+    import gymnasium as gym
+    import d2k_env
+    from d2k_env.task import load_task
+    env = gym.make(d2k_env.env_id("{RMSNORM}"), backend="interpreter")
+    env.reset(seed=0)
+    env.step({{"tool": "write_file", "args": {{"path": "solution.py",
+                                               "content": load_task("{RMSNORM}").reference_path.read_text()}}}})
+    assert env.step({{"tool": "run_tests", "args": {{}}}})[4]["evaluation"]["correct"]
+    print("evaluated", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_nothing_outlives_a_killed_driver(tmp_path):
+    """SIGKILLed mid-episode (spares warm, a workspace, a cache, a service): its workers go with it,
+    their supervisors remove their directories, and the next process to make a directory sweeps the
+    rest."""
+    from d2k_env import tempdirs
+    driver = subprocess.Popen([sys.executable, "-c", KILLED_DRIVER], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "TMPDIR": str(tmp_path)})
+    try:
+        assert driver.stdout.readline().strip() == "evaluated"
+        below = _tree(driver.pid)
+        assert below and list(tmp_path.glob("d2k-*"))
+    finally:
+        driver.kill()
+        driver.wait()
+    deadline = time.monotonic() + 30
+    while any(os.path.exists(f"/proc/{pid}") for pid in below) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in below), "a process outlived the killed driver"
+    tempdirs.sweep(str(tmp_path))
+    assert not list(tmp_path.glob("d2k-*")), list(tmp_path.glob("d2k-*"))

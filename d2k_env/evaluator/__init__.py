@@ -12,11 +12,11 @@ import secrets
 import signal
 import stat
 import shutil
-import tempfile
 import time
 import warnings
 from pathlib import Path
 
+from d2k_env import tempdirs
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult, derive_seed, inputs_key
 from d2k_env.evaluator.memcheck import ABSENT, MEMCHECK_EXIT, find_memcheck, first_report, never_attached
 from d2k_env.evaluator.policy_service import check_solution
@@ -69,7 +69,7 @@ class Evaluator:
         if pool is not None and (pool.interpret != (self.backend == "interpreter") or pool.gpu != gpu):
             raise ValueError(f"the worker pool serves {'the interpreter' if pool.interpret else 'the GPU'} "
                              f"(gpu {pool.gpu!r}), not this evaluator's {self.backend} backend (gpu {gpu!r})")
-        self._own_cache = None if cache_dir else tempfile.TemporaryDirectory(prefix="d2k-triton-")
+        self._own_cache = None if cache_dir else tempdirs.make("triton")
         self.cache_dir = Path(cache_dir or self._own_cache.name)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.limits = limits or PhaseLimits()
@@ -209,7 +209,7 @@ class Evaluator:
             result.sandbox["memcheck"] = ABSENT if self.memcheck else "off: Evaluator(memcheck=False)"
             return result
         started = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="d2k-memcheck-") as private:
+        with tempdirs.make("memcheck") as private:
             outputs = Path(private) / "outputs"
             outputs.mkdir()
             checked = dataclasses.replace(req, mode="test", workloads=[], memcheck=True, nonce=secrets.token_hex(16),

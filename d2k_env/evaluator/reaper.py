@@ -10,13 +10,14 @@ the kernel if the supervisor dies), before any request exists, so that the worke
 (imports, the CUDA context) while it waits: a spare. Only then does it read the request from its own
 stdin (until EOF), keep the nonce and hand the rest to the worker's stdin; an EOF without a request
 (a spare closed unused) hands it nothing, and the worker exits. It waits for a stop request: SIGTERM
-(or SIGINT, SIGHUP, SIGQUIT), sent by the env when the evaluation is over, or by the kernel when the
-env's thread that started it dies (the env sets ``PR_SET_PDEATHSIG`` before exec); a worker that
+(or SIGINT, SIGQUIT), sent by the env when the evaluation is over, or SIGHUP, sent by the kernel when
+the env's thread that started it dies (the env sets ``PR_SET_PDEATHSIG`` before exec); a worker that
 dies before its request came ends the wait too (the env then sees the spare gone). On a stop it
 SIGKILLs every descendant, again and again until none is left (a launcher first gets
 ``LAUNCHER_GRACE_S`` to exit by itself), reaps them all, writes one JSON line to STATUS_FD (the
 worker's exit status, how many other processes it reaped, whether it finished in time) and exits;
-when the env process itself died, it removes the worker's directory first, which nobody else would.
+stopped by SIGHUP (the env's thread or process died), it removes the worker's directory first,
+which nobody else may do.
 
 What it cannot stop: a process of the same user may SIGKILL it before it cleans up (its orphans
 then go to init); the env then kills the worker's process group, and what it can still find under
@@ -38,6 +39,9 @@ PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
+# The signal the kernel sends when the env's thread that started the supervisor ends (the env sets
+# it with PR_SET_PDEATHSIG); the env's own stop request is SIGTERM.
+ORPHANED = signal.SIGHUP
 CLEANUP_S = 10.0  # how long the supervisor keeps killing (a process in uninterruptible sleep dies late)
 # How long a launcher (the GPU memory checker, which starts the worker and reports on it once the
 # worker has exited) gets to finish by itself after a stop request, before it is killed.
@@ -326,8 +330,9 @@ def main(argv: list[str]) -> int:
     else:
         os.close(channel_fd)
     reaped = Reaped(worker)
+    stop = None
     if worker is not None:  # reap what ends meanwhile (orphans included) until asked to stop
-        while signal.sigwait(STOP_SIGNALS | {signal.SIGCHLD}) == signal.SIGCHLD:
+        while (stop := signal.sigwait(STOP_SIGNALS | {signal.SIGCHLD})) == signal.SIGCHLD:
             reaped.reap()
             if reaped.status is not None and not dispatched.is_set():
                 break  # the worker died before its request came: this spare is gone
@@ -342,14 +347,15 @@ def main(argv: list[str]) -> int:
         os.write(status_fd, (json.dumps(report) + "\n").encode())
     except OSError:
         pass  # the env is gone
-    if os.getppid() != parent:
+    if stop == ORPHANED or os.getppid() != parent:
         _remove_worker_directory()
     return 0
 
 
 def _remove_worker_directory() -> None:
-    """The env died (its death stopped this supervisor), so nobody else will remove the worker's
-    directory: the one above the scratch directory this supervisor runs in, a ``d2k-eval-*``."""
+    """The env's thread that started this supervisor ended (with its process, perhaps), so nobody
+    may remove the worker's directory: the one above the scratch directory this supervisor runs
+    in, a ``d2k-eval-*``. (When only the thread ended, the env removes it too; that is harmless.)"""
     directory = os.path.dirname(os.getcwd())
     if os.path.basename(directory).startswith("d2k-eval-"):
         import shutil

@@ -42,12 +42,12 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from d2k_env import tempdirs
 from d2k_env.evaluator import reaper
 from d2k_env.evaluator.confine import Confinement, landlock_abi, reachable_by_others
 from d2k_env.evaluator.memcheck import LOG_NAME, MemcheckTool, read_log
@@ -144,9 +144,10 @@ def _limit_child(loopback: bool) -> None:
 
 
 def _start_supervisor(loopback: bool) -> None:
-    """In the supervisor before exec: the limits, and SIGTERM (its stop request) when the env dies."""
+    """In the supervisor before exec: the limits, and SIGHUP (a stop request that also removes the
+    worker's directory) when the thread starting it, or the env, dies."""
     _limit_child(loopback)
-    reaper.prctl(reaper.PR_SET_PDEATHSIG, signal.SIGTERM)
+    reaper.prctl(reaper.PR_SET_PDEATHSIG, reaper.ORPHANED)
 
 
 _import_root: str | None = None
@@ -159,7 +160,7 @@ def import_root() -> str:
     project root (where the references lie); made once per process, never writable by a worker."""
     global _import_root
     if _import_root is None:
-        root = tempfile.mkdtemp(prefix="d2k-import-")
+        root = tempdirs.mkdtemp("import")
         os.chmod(root, 0o755)
         os.symlink(os.path.join(_PACKAGE_PARENT, "d2k_env"), os.path.join(root, "d2k_env"))
         atexit.register(shutil.rmtree, root, ignore_errors=True)
@@ -316,7 +317,7 @@ class Worker:
         confinement) when given. ``task_root``, ``outputs_dir`` and ``triton_cache`` put the task
         snapshot, the outputs and the cache in the caller's directories instead of the worker's own
         (the cold path, whose request names them already)."""
-        directory = Path(tempfile.mkdtemp(prefix="d2k-eval-"))
+        directory = Path(tempdirs.mkdtemp("eval"))
         for name in ("scratch", "task", "outputs", "triton-cache"):
             (directory / name).mkdir()
         worker = cls(role, interpret, gpu, directory, Path(task_root or directory / "task"),

@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
+from d2k_env import tempdirs
 from d2k_env.evaluator import Evaluator, EvalResult, resolve_backend
 from d2k_env.evaluator.pool import WorkerPool
 from d2k_env.service.gpus import GpuLease, lock_directory, visible_gpus
@@ -63,7 +64,8 @@ class LocalService:
     per user under the temporary directory).
 
     Each result's ``queue`` says where and how long its job waited: ``lane``, ``gpu``, ``position``
-    (jobs ahead of it when it came) and ``waited_s`` (until its lane started it, leases included).
+    (jobs ahead of it when it came), ``waited_s`` (until its lane started it, leases included), and
+    when it held its GPU: ``started`` and ``ended`` (Unix time).
     The device's ceilings (bandwidth, GEMM rate) are measured by a lane's first timed job and reused
     by the lane after. ``close()`` ends the lanes (a job already running finishes; queued ones are
     cancelled) and their workers; nothing outlives it or the process.
@@ -92,7 +94,7 @@ class LocalService:
         self._use = {gpu: _GpuUse() for gpu in self.gpus}
         self._cond = threading.Condition()
         self._closed = False
-        self._scratch = tempfile.TemporaryDirectory(prefix="d2k-service-")
+        self._scratch = tempdirs.make("service")
         self._caches: dict[str, Path] = {}  # by client
         self._ceilings: dict[str | None, dict[str, float]] = {}  # by GPU: measured once, reused
         for lane in self._lanes:
@@ -139,6 +141,10 @@ class LocalService:
             if lane.thread is not threading.current_thread():
                 lane.thread.join()
         self._scratch.cleanup()
+
+    def __reduce__(self):
+        raise TypeError("a LocalService serves the process that made it and cannot be pickled: give each "
+                        "process its own (an env's default) or share a RayService between processes")
 
     def __enter__(self) -> "LocalService":
         return self
@@ -209,12 +215,14 @@ class LocalService:
         if lease is not None:
             lease.acquire()
         try:
-            waited = time.monotonic() - pending.submitted
+            waited, started = time.monotonic() - pending.submitted, time.time()
             result = self._evaluate(lane, pool, pending)
+            ended = time.time()
         finally:
             if lease is not None:
                 lease.release()
-        result.queue = {"lane": lane.index, "gpu": lane.gpu, "position": pending.position, "waited_s": round(waited, 3)}
+        result.queue = {"lane": lane.index, "gpu": lane.gpu, "position": pending.position, "waited_s": round(waited, 3),
+                        "started": started, "ended": ended}
         return result
 
     def _evaluate(self, lane: _Lane, pool: WorkerPool, pending: _Pending) -> EvalResult:

@@ -10,6 +10,7 @@ actors' nodes, so the tasks of ``D2K_TASKS_PATH`` must exist there too.
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future
 from typing import Any
 
@@ -79,6 +80,7 @@ class RayService:
                         .remote(backend, lanes_per_gpu, jobs, spares) for _ in range(actors)]
         self._outstanding = [0] * actors
         self._lock = threading.Lock()
+        self._suspect: set[int] = set()  # actors that lost a job: pinged until they answer before the next
         self._owner = True
 
     def submit(self, job: EvalJob, task=None) -> Future:
@@ -91,8 +93,9 @@ class RayService:
         payload = {**job.to_dict(), "cache_dir": None}
         out: Future = Future()
         try:
+            self._await_restart(index)
             ref = self._actors[index].evaluate.remote(payload)
-        except RayError as exc:
+        except (RayError, TimeoutError) as exc:
             self._settle(index)
             out.set_result(self._lost(job, exc))
             return out
@@ -103,6 +106,8 @@ class RayService:
                 result = EvalResult.from_dict(done.result())
                 result.queue["actor"] = index
             except (RayError, ConnectionError) as exc:
+                with self._lock:
+                    self._suspect.add(index)
                 result = self._lost(job, exc)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
                 out.set_exception(exc)
@@ -126,6 +131,22 @@ class RayService:
                 ray.kill(actor, no_restart=True)
         self._actors = []
 
+    def _await_restart(self, index: int, limit_s: float = 300.0) -> None:
+        """After an actor lost a job, wait until it (restarted by Ray) answers again."""
+        if index not in self._suspect:
+            return
+        deadline = time.monotonic() + limit_s
+        while True:
+            try:
+                ray.get(self._actors[index].pid.remote(), timeout=30)
+                break
+            except (RayError, TimeoutError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
+        with self._lock:
+            self._suspect.discard(index)
+
     def _settle(self, index: int) -> None:
         with self._lock:
             self._outstanding[index] -= 1
@@ -145,4 +166,5 @@ class RayService:
         self.backend, self.address, self._actors = state["backend"], state["address"], state["actors"]
         self._outstanding = state["outstanding"]
         self._lock = threading.Lock()
+        self._suspect = set()
         self._owner = False
