@@ -90,23 +90,23 @@ def sanitizer_probe(log) -> dict:
 
 def submits(out: Path, log) -> dict:
     """References under memcheck (quant alone first, then the others beside the GPU tests)."""
-    import d2k_env.evaluator as ev_module
+    from d2k_env.evaluator import sandbox
     from d2k_env.evaluator import Evaluator
     from d2k_env.task import load_task
     from d2k_env.verdict import format_result
 
-    runs, stock = [], ev_module.run_worker
+    runs, stock = [], sandbox.Worker.run
 
-    def timed_run_worker(req, **kwargs):
+    def timed_run_worker(worker, req, limits):
         started = time.monotonic()
-        outcome = stock(req, **kwargs)
+        outcome = stock(worker, req, limits)
         runs.append({"task": req.task_id, "role": req.role, "memcheck": req.memcheck,
                      "s": round(time.monotonic() - started, 2), "returncode": outcome.returncode,
                      "layers": outcome.layers, **({"output_tail": outcome.output[-1500:],
                                                    "log_head": outcome.memcheck_log[:1500]} if req.memcheck else {})})
         return outcome
 
-    ev_module.run_worker = timed_run_worker
+    sandbox.Worker.run = timed_run_worker
     results = {}
 
     def submit(task_id: str) -> None:
@@ -131,7 +131,7 @@ def submits(out: Path, log) -> dict:
     for t in threads:
         t.join()
     tests.wait(timeout=400)
-    ev_module.run_worker = stock
+    sandbox.Worker.run = stock
     log((out / "test_memory_safety_gpu.log").read_text()[-2500:])
     return {"submits": results, "runs": runs}
 
@@ -266,21 +266,21 @@ def write_probe(log, work: Path) -> dict:
 
 def exploit_and_reference(log) -> dict:
     """The issue's exploit (seed 1) and the quant reference, submitted as the tests do; each run timed."""
-    import d2k_env.evaluator as ev_module
+    from d2k_env.evaluator import sandbox
     from d2k_env.evaluator import Evaluator
     from d2k_env.task import load_task
     from d2k_env.verdict import format_result
 
-    runs, stock, results = [], ev_module.run_worker, {}
+    runs, stock, results = [], sandbox.Worker.run, {}
 
-    def timed_run_worker(req, **kwargs):
+    def timed_run_worker(worker, req, limits):
         started = time.monotonic()
-        outcome = stock(req, **kwargs)
+        outcome = stock(worker, req, limits)
         runs.append({"role": req.role, "memcheck": req.memcheck, "s": round(time.monotonic() - started, 2),
                      "returncode": outcome.returncode, "log_head": outcome.memcheck_log[:800]})
         return outcome
 
-    ev_module.run_worker = timed_run_worker
+    sandbox.Worker.run = timed_run_worker
     ev = Evaluator(load_task("per_token_group_quant_fp8"), "cuda", time_budget_s=0.5)
     try:
         for label, path, kwargs in (("reference", ev.task.reference_path, {"workloads": ["64x7168"], "seed": 11}),
@@ -294,7 +294,7 @@ def exploit_and_reference(log) -> dict:
                 f"memcheck: {r.sandbox.get('memcheck')}")
     finally:
         ev.close()
-        ev_module.run_worker = stock
+        sandbox.Worker.run = stock
     log(json.dumps(runs, indent=1))
     return {"submits": results, "runs": runs}
 

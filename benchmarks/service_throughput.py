@@ -9,7 +9,7 @@ correct; the stub env ``--wrong`` of them keep fails). On the GPU, ``nvidia-smi`
 utilisation every 0.2 s during the timed rounds.
 
     python benchmarks/service_throughput.py [--backend interpreter] [--envs 1 2 4 8 16] [--rounds 3]
-        [--tool run_tests] [--task fused_add_rmsnorm] [--json PATH]
+        [--tool run_tests] [--task fused_add_rmsnorm] [--no-spares] [--json PATH]
 
 Prints one JSON line per count and a Markdown table.
 """
@@ -62,10 +62,11 @@ class GpuSampler:
         self._thread.join()
 
 
-def measure(task_id: str, backend: str, envs: int, rounds: int, tool: str, wrong: int) -> dict:
+def measure(task_id: str, backend: str, envs: int, rounds: int, tool: str, wrong: int, spares: bool) -> dict:
     task = load_task(task_id)
     reference = task.reference_path.read_text()
-    vec = gym.make_vec(d2k_env.env_id(task_id), num_envs=envs, vectorization_mode="async", backend=backend)
+    vec = gym.make_vec(d2k_env.env_id(task_id), num_envs=envs, vectorization_mode="async", backend=backend,
+                       evaluator_options={"spares": spares})
     try:
         started = time.perf_counter()
         vec.reset(seed=list(range(envs)))
@@ -92,7 +93,7 @@ def measure(task_id: str, backend: str, envs: int, rounds: int, tool: str, wrong
         seconds = time.perf_counter() - started
     finally:
         vec.close()
-    row = {"task": task_id, "backend": backend, "tool": tool, "envs": envs, "rounds": rounds,
+    row = {"task": task_id, "backend": backend, "tool": tool, "envs": envs, "rounds": rounds, "spares": spares,
            "evaluations": envs * rounds, "seconds": round(seconds, 2),
            "per_minute": round(envs * rounds / seconds * 60, 1), "reset_s": round(made, 2),
            "waited_s_median": round(statistics.median(waits), 2), "waited_s_max": round(max(waits), 2),
@@ -112,6 +113,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tool", default="run_tests", choices=("run_tests", "benchmark"))
     parser.add_argument("--wrong", type=int, default=1, help="envs that keep the stub (their verdicts must fail)")
+    parser.add_argument("--no-spares", action="store_true", help="every worker started fresh (less memory: "
+                                                                 "16 envs hold 64 workers with spares)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     import torch
@@ -121,7 +124,8 @@ def main() -> None:
     device = torch.cuda.get_device_name(0) if args.backend == "cuda" else f"{os.cpu_count()} CPUs"
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} commit {commit}, {device}, Python {platform.python_version()}, "
           f"torch {torch.__version__}, Triton {triton.__version__}, load {os.getloadavg()}", flush=True)
-    rows = [measure(args.task, args.backend, n, args.rounds, args.tool, min(args.wrong, n - 1)) for n in args.envs]
+    rows = [measure(args.task, args.backend, n, args.rounds, args.tool, min(args.wrong, n - 1), not args.no_spares)
+            for n in args.envs]
     gpu = args.backend == "cuda"
     print(f"\n| envs | {args.tool} evaluations | seconds | per minute | wait in queue, s, median (max) |"
           + (" GPU busy, % (mean) |" if gpu else "") + "\n|---|---|---|---|---|" + ("---|" if gpu else ""))

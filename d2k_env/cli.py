@@ -60,7 +60,8 @@ def cmd_eval(args) -> int:
     if not path.is_file():
         console.print(f"[red]no such file: {args.file}[/red]")
         return 2
-    evaluator = Evaluator(task, args.backend, spares=True)  # one evaluation per workload: warm workers
+    evaluator = Evaluator(task, args.backend, spares=True)  # one evaluation per workload: warm workers,
+    evaluator.pool.replenish()  # both roles warming up at once from the start
     mode = args.mode or ("benchmark" if evaluator.can_time else "test")
     names = args.workloads or [w.name for w in evaluator.workloads]
     # A submit draws its held-out shapes once per evaluation: one evaluation holds every workload.

@@ -213,3 +213,16 @@ def test_no_process_of_a_spare_outlives_a_killed_env_process():
     finally:
         for directory in directories:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_spares_say_when_they_are_warm_and_the_mark_never_reaches_the_output():
+    """A timed run waits for this (nothing starts up beside it); the line is the harness's own."""
+    ev = Evaluator(load_task(RMSNORM), "interpreter", limits=PhaseLimits(default=120), spares=True)
+    try:
+        assert ev.evaluate(ev.task.reference_path, seed=1).correct
+        ev.pool.wait_warm(300)
+        assert all(spare.wait_warm(0) for spare in ev.pool.idle().values())
+        result = ev.evaluate(ev.task.reference_path, seed=2)
+        assert result.correct and "d2k-worker-warm" not in result.output
+    finally:
+        ev.close()

@@ -22,8 +22,8 @@ from d2k_env.evaluator.memcheck import ABSENT, MEMCHECK_EXIT, find_memcheck, fir
 from d2k_env.evaluator.policy_service import check_solution
 from d2k_env.evaluator.rules import advice
 from d2k_env.evaluator.cache_copy import harvest_cache, seed_cache
-from d2k_env.evaluator.pool import WorkerPool
-from d2k_env.evaluator.sandbox import MEMORY_LIMIT, PhaseLimits, Worker, WorkerOutcome, absent_layers, run_worker
+from d2k_env.evaluator.pool import MEMCHECK, WorkerPool
+from d2k_env.evaluator.sandbox import MEMORY_LIMIT, PhaseLimits, Worker, WorkerOutcome, absent_layers
 from d2k_env.task import Task
 
 BACKENDS = ("auto", "cuda", "interpreter")
@@ -124,6 +124,8 @@ class Evaluator:
                           mode=mode, device="cuda" if self.can_time else "cpu", workloads=names,
                           smoke=not self.can_time, seed=inputs_key(seed), time_budget_s=self.time_budget_s,
                           ceilings=self.ceilings, heldout=heldout, nonce=secrets.token_hex(16))
+        if self.can_time and mode in ("benchmark", "submit", "profile"):
+            self.pool.wait_warm()  # nothing beside a timed run: a spare still starting up would be
         result, solution = self._run(req)
         try:
             if result.error is None and mode != "profile" and any(w.correct for w in result.workloads):
@@ -149,18 +151,24 @@ class Evaluator:
         return result
 
     def _run(self, req: EvalRequest, outputs: Path | None = None) -> tuple[EvalResult, Worker]:
-        """Run ``req`` (its ``root`` and ``outputs_dir`` become the worker's) on a worker of the pool;
-        the check role gets the files in ``outputs`` (the solution worker's) moved into its outputs
-        directory first. Returns the result and the worker, whose directory the caller removes
-        (``close()``) once done with its outputs."""
-        worker, spare = self.pool.take(req.role)
+        """Run ``req`` on a worker of its role (see :meth:`_take_and_run`); returns the result and the
+        worker, whose directory the caller removes (``close()``) once done with its outputs."""
+        req, outcome, worker = self._take_and_run(req.role, req, outputs)
+        return self._result(req, outcome), worker
+
+    def _take_and_run(self, kind: str, req: EvalRequest, outputs: Path | None = None
+                      ) -> tuple[EvalRequest, WorkerOutcome, Worker]:
+        """Run ``req`` (its ``root`` and ``outputs_dir`` become the worker's) on a worker of ``kind``
+        from the pool; the check role gets the files in ``outputs`` (the solution worker's) moved
+        into its outputs directory first. Returns the request as run, its outcome and the worker."""
+        worker, spare = self.pool.take(kind)
         try:
             req, outcome = self._dispatch(worker, req, outputs)
             if spare and not outcome.began:
                 # The spare ended before its channel carried anything (it died after the pool's check,
                 # before or while taking the request, or while still warming up): nothing of the
                 # request ran, so this is no verdict on the solution. Once more, on a fresh worker.
-                stale, worker = worker, self.pool.start(req.role)
+                stale, worker = worker, self.pool.start(kind)
                 try:
                     req, outcome = self._dispatch(worker, req, stale.outputs_dir if outputs is not None else None)
                 finally:
@@ -168,7 +176,7 @@ class Evaluator:
         except BaseException:
             worker.close()
             raise
-        return self._result(req, outcome), worker
+        return req, outcome, worker
 
     def _dispatch(self, worker: Worker, req: EvalRequest, outputs: Path | None) -> tuple[EvalRequest, WorkerOutcome]:
         """Fill the worker's directories (the task's snapshot; the evaluator's Triton cache; the
@@ -209,14 +217,10 @@ class Evaluator:
             result.sandbox["memcheck"] = ABSENT if self.memcheck else "off: Evaluator(memcheck=False)"
             return result
         started = time.monotonic()
-        with tempdirs.make("memcheck") as private:
-            outputs = Path(private) / "outputs"
-            outputs.mkdir()
-            checked = dataclasses.replace(req, mode="test", workloads=[], memcheck=True, nonce=secrets.token_hex(16),
-                                          outputs_dir=str(outputs),
-                                          root=str(snapshot_task(self.task, Path(private) / "task")))
-            outcome = run_worker(checked, limits=self.limits, triton_cache=self.cache_dir, interpret=False, gpu=self.gpu,
-                                 memcheck=tool)
+        self.pool.keep_memcheck(tool)
+        checked = dataclasses.replace(req, mode="test", workloads=[], memcheck=True, nonce=secrets.token_hex(16))
+        checked, outcome, worker = self._take_and_run(MEMCHECK, checked)
+        worker.close()
         run = self._read_result(checked, outcome.result) if outcome.result is not None else None
         layers = _layers(outcome, run)
         # The tool's own exit (a positive status: a signal would mean it was killed) with its own words.

@@ -43,7 +43,8 @@ def harvest_cache(worker_cache: Path, cache: Path) -> int:
         partial = cache / f".{entry.name}.partial"
         shutil.rmtree(partial, ignore_errors=True)
         if _copy(Path(entry.path), partial, budget):
-            os.rename(partial, target)  # whole or not at all: a reader never sees half an entry
+            if os.path.lexists(partial):  # nothing was made of a link or a special file
+                os.rename(partial, target)  # whole or not at all: a reader never sees half an entry
             copied += before - budget[0]
         else:
             shutil.rmtree(partial, ignore_errors=True)

@@ -106,13 +106,22 @@ class WorkerOutcome:
     began: bool = True  # whether its channel carried anything: False, nothing of the request ran
 
 
-class OutputTail:
-    """Drains the child's stdout/stderr in a thread, keeping only the tail and a byte count."""
+# The line a worker prints once warm, followed by the token its environment gave it.
+WARM_MARK = "d2k-worker-warm:"
 
-    def __init__(self, stream, limit: int = OUTPUT_TAIL_CHARS):
-        self.stream, self.limit = stream, limit
+
+class OutputTail:
+    """Drains the child's stdout/stderr in a thread, keeping only the tail and a byte count.
+
+    With ``warm_mark``, the line the worker prints once warm (see worker.main) sets ``warm`` and is
+    taken out of the output; nothing of a solution can run before it.
+    """
+
+    def __init__(self, stream, limit: int = OUTPUT_TAIL_CHARS, warm_mark: bytes | None = None):
+        self.stream, self.limit, self.warm_mark = stream, limit, warm_mark
         self.total = 0
         self.tail = b""
+        self.warm = threading.Event()
         self.thread = threading.Thread(target=self._drain, daemon=True)
         self.thread.start()
 
@@ -120,6 +129,10 @@ class OutputTail:
         while chunk := self.stream.read1(65536):
             self.total += len(chunk)
             self.tail = (self.tail + chunk)[-4 * self.limit:]
+            if self.warm_mark and not self.warm.is_set() and self.warm_mark in self.tail:
+                self.tail = self.tail.replace(self.warm_mark, b"", 1)
+                self.total -= len(self.warm_mark)
+                self.warm.set()
 
     def text(self) -> str:
         self.thread.join(timeout=5)
@@ -256,15 +269,18 @@ def confinement_for(scratch: str, triton_cache: Path, task_root: str, outputs_di
 
 
 def child_environment(scratch: str, triton_cache: Path, interpret: bool, memcheck: bool = False,
-                      role: str | None = None, gpu: str | None = None) -> dict[str, str]:
+                      role: str | None = None, gpu: str | None = None, warm_token: str | None = None) -> dict[str, str]:
     """The supervisor's and the worker's environment: the allow-listed variables, the worker's own
     directories, the backend's switches, and ``D2K_WORKER_ROLE`` where ``role`` is given (so that a
-    worker started before its request knows what to warm up). On the GPU, ``CUDA_VISIBLE_DEVICES``
+    worker started before its request knows what to warm up; with ``warm_token``, which it prints
+    once warm, see :data:`WARM_MARK`). On the GPU, ``CUDA_VISIBLE_DEVICES``
     is ``gpu`` (one device, as the caller's driver names it: an index or a UUID) where given, and
     the caller's own setting otherwise."""
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOWLIST or k.startswith("LC_")}
     if role is not None:
         env["D2K_WORKER_ROLE"] = role
+    if warm_token is not None:
+        env["D2K_WARM_TOKEN"] = warm_token
     env.update(HOME=scratch, TMPDIR=scratch, TRITON_CACHE_DIR=str(triton_cache), PYTHONUNBUFFERED="1",
                PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1", USER="d2k-sandbox",
                PYTHONPATH=os.pathsep.join(p for p in (import_root(), os.environ.get("PYTHONPATH")) if p))
@@ -336,6 +352,7 @@ class Worker:
         confinement = confinement_for(scratch, self.triton_cache, str(self.task_dir), str(self.outputs_dir),
                                       self.role, self.interpret, self.memcheck, port)
         launcher = [json.dumps(self.memcheck.argv(self.log_path, port))] if self.memcheck else []
+        token = secrets.token_hex(8)
         read_fd, write_fd = os.pipe()
         status_read, status_write = os.pipe()
         try:
@@ -344,7 +361,7 @@ class Worker:
                  confinement.to_json(), *launcher],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch,
                 env=child_environment(scratch, self.triton_cache, self.interpret, self.memcheck is not None,
-                                      self.role, self.gpu),
+                                      self.role, self.gpu, token),
                 pass_fds=(write_fd, status_write), start_new_session=True,
                 preexec_fn=functools.partial(_start_supervisor, self.memcheck is not None))
         except BaseException:
@@ -355,12 +372,21 @@ class Worker:
             os.close(write_fd)
             os.close(status_write)
         self._channel_fd, self._status_fd = read_fd, status_read
-        self._output = OutputTail(self._proc.stdout)  # what it prints while warming up counts too
+        # What it prints while warming up counts too, but for the line that says it is warm.
+        self._output = OutputTail(self._proc.stdout, warm_mark=f"{WARM_MARK}{token}\n".encode())
 
     @property
     def log_path(self) -> str:
         """The GPU memory checker's log (written only under it)."""
         return str(self.scratch / LOG_NAME)
+
+    def wait_warm(self, timeout: float) -> bool:
+        """Wait until the worker is warm (or dead, or ``timeout`` seconds passed); whether it is warm."""
+        deadline = time.monotonic() + timeout
+        while not self._output.warm.wait(0.1):
+            if not self.alive() or time.monotonic() > deadline:
+                return False
+        return True
 
     def alive(self) -> bool:
         """Whether it can still take its request: never run, and its supervisor (which exits when an

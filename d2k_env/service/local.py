@@ -48,6 +48,7 @@ class _Lane:
     index: int
     gpu: str | None
     thread: threading.Thread | None = None
+    pool: WorkerPool | None = None
     busy: bool = False
     done: int = 0
 
@@ -60,7 +61,8 @@ class LocalService:
     ``CUDA_VISIBLE_DEVICES``; default: every GPU this process may use) each get ``lanes_per_gpu``
     lanes: two let a correctness-only job run beside another (a timed job always runs alone). On
     the interpreter there are ``jobs`` lanes (default: one per CPU). ``spares`` keeps warm workers
-    in each lane. ``lease_dir`` is where the cross-process GPU leases live (default: one directory
+    in each lane, started as the lane starts (so the first job finds them warming, both roles at
+    once). ``lease_dir`` is where the cross-process GPU leases live (default: one directory
     per user under the temporary directory).
 
     Each result's ``queue`` says where and how long its job waited: ``lane``, ``gpu``, ``position``
@@ -195,8 +197,9 @@ class LocalService:
 
     # -- A lane ----------------------------------------------------------------------------------
     def _serve(self, lane: _Lane) -> None:
-        pool = WorkerPool(interpret=self.backend == "interpreter", gpu=lane.gpu, spares=self.spares)
+        pool = lane.pool = WorkerPool(interpret=self.backend == "interpreter", gpu=lane.gpu, spares=self.spares)
         try:
+            pool.replenish()
             while (pending := self._next(lane)) is not None:
                 try:
                     if pending.future.set_running_or_notify_cancel():
@@ -215,6 +218,10 @@ class LocalService:
         if lease is not None:
             lease.acquire()
         try:
+            if pending.timed:  # the GPU is this job's alone: the other lanes' spares are warm, or dead
+                for other in self._lanes:
+                    if other is not lane and other.gpu == lane.gpu and other.pool is not None:
+                        other.pool.wait_warm()
             waited, started = time.monotonic() - pending.submitted, time.time()
             result = self._evaluate(lane, pool, pending)
             ended = time.time()
