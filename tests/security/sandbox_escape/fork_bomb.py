@@ -1,0 +1,33 @@
+"""Task: every
+Backend: static
+Policy: [forbidden-import] "'os'"
+Check: disarmed
+Round: redteam c19
+
+THREATS class 19 (fork bomb): os.fork() in an endless loop. The static policy must refuse the import of
+os ([forbidden-import]); the test only ever runs this file through the static policy.
+
+SAFETY: the loop is disarmed (ARMED = False), so even a policy regression that let it run would not
+fork. Never arm it.
+"""
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+ARMED = False
+
+
+@triton.jit
+def _nothing(p, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(p + offs, tl.load(p + offs, mask=offs < 0), mask=offs < 0)
+
+
+def forward(x, residual, weight):
+    _nothing[(1,)](x, BLOCK=16)
+    while ARMED:
+        os.fork()
+    return x, residual

@@ -1,0 +1,62 @@
+"""Task: every
+Backend: interpreter
+Base: reference
+Expect: [policy] [forbidden-import]
+Behind the policy: "Operation not permitted" | "exceeded its" | "before reporting"
+Mode: test
+Limits: short
+Check: recovers, no-child-process
+Round: redteam c19
+
+THREATS class 19 (stray processes): fork a few children that sleep (bounded: LIFETIME seconds) while
+holding the harness's pipes, each writing its pid to PID_DIR (substituted by the test; left as the
+placeholder, nothing is forked). Statically: os is not importable ([forbidden-import]). Behind the
+policy (bypassed on purpose by the test): the children keep the result channel open, so the phase
+limit fires ("exceeded its N s limit"), and the kill of the process group must leave no child alive.
+
+SAFETY: at most CHILDREN children, each exits after LIFETIME seconds on its own.
+"""
+
+import os
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+PID_DIR = "@PID_DIR@"
+CHILDREN = 3
+LIFETIME = 30
+_STATE = {"forked": False}
+
+
+@triton.jit
+def _rmsnorm_rows(x_ptr, r_ptr, w_ptr, y_ptr, ro_ptr, N, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * N
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    s = tl.load(x_ptr + row + cols, mask=mask, other=0.0).to(tl.float32) + \
+        tl.load(r_ptr + row + cols, mask=mask, other=0.0).to(tl.float32)
+    rstd = tl.rsqrt(tl.sum(s * s, axis=0) / N + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row + cols, (s * rstd * w).to(tl.bfloat16), mask=mask)
+    tl.store(ro_ptr + row + cols, s.to(tl.bfloat16), mask=mask)
+
+
+def _spawn():
+    for _ in range(CHILDREN):
+        if os.fork() == 0:
+            with open(os.path.join(PID_DIR, f"{os.getpid()}.pid"), "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(LIFETIME)
+            os._exit(0)
+
+
+def forward(x, residual, weight):
+    if not PID_DIR.startswith("@") and not _STATE["forked"]:
+        _STATE["forked"] = True
+        _spawn()
+    M, N = x.shape
+    y, r = torch.empty_like(x), torch.empty_like(x)
+    _rmsnorm_rows[(M,)](x, residual, weight, y, r, N, 1e-6, BLOCK=triton.next_power_of_2(N))
+    return y, r
