@@ -10,6 +10,8 @@ THREATS class 14 / 19 (early exit): print "PASSED" and leave with os._exit(0), w
 handler. Statically: os is not importable ([forbidden-import]). Behind the policy (bypassed on purpose by
 the test): an exit before the harness reports must be a failure ("died (exit status 0) before
 reporting").
+
+A template: forward takes any task's inputs (*inputs), so it is tried on every registered task.
 """
 
 import os
@@ -25,7 +27,7 @@ def _nothing(p, BLOCK: tl.constexpr):
     tl.store(p + offs, tl.load(p + offs, mask=offs < 0), mask=offs < 0)
 
 
-def forward(x, residual, weight):
-    _nothing[(1,)](x, BLOCK=16)
+def forward(*inputs):
+    _nothing[(1,)](inputs[0], BLOCK=16)
     print("PASSED")
     os._exit(0)

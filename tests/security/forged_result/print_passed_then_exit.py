@@ -8,6 +8,8 @@ THREATS class 14 (forged results / early exit): print "PASSED" and a JSON result
 harness's own ({"result": {... "correct": true ...}}) on stdout, then leave with SystemExit(0) from
 forward before any check. Nothing printed counts, and an exit before the harness reports is a failure
 (SystemExit in each workload's message).
+
+A template: forward takes any task's inputs (*inputs), so it is tried on every registered task.
 """
 
 import torch
@@ -25,6 +27,6 @@ def _nothing(p, BLOCK: tl.constexpr):
     tl.store(p + offs, tl.load(p + offs, mask=offs < 0), mask=offs < 0)
 
 
-def forward(x, residual, weight):
-    _nothing[(1,)](x, BLOCK=16)
+def forward(*inputs):
+    _nothing[(1,)](inputs[0], BLOCK=16)
     raise SystemExit(0)

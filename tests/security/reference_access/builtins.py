@@ -6,6 +6,8 @@ Round: redteam c06
 THREATS class 6 (reaching the interpreter through builtins): use __builtins__ and the builtins module
 to get __import__ and import what the policy forbids. Refused statically ([introspection] for the dunder
 name, [forbidden-import] for the module).
+
+A template: forward takes any task's inputs (*inputs), so it is tried on every registered task.
 """
 
 import builtins
@@ -23,6 +25,6 @@ def _nothing(p, BLOCK: tl.constexpr):
     tl.store(p + offs, tl.load(p + offs, mask=offs < 0), mask=offs < 0)
 
 
-def forward(x, residual, weight):
-    _nothing[(1,)](x, BLOCK=16)
+def forward(*inputs):
+    _nothing[(1,)](inputs[0], BLOCK=16)
     return _sys._getframe(1).f_locals["expected"]

@@ -6,6 +6,8 @@ Round: redteam c06
 THREATS class 6 (reading the expected answer): walk gc.get_objects() for a tensor with the output's
 shape (the expected output, were it in this process) and copy it. The gc module is not importable
 ([forbidden-import]); and the expected outputs never exist in the solution's process anyway.
+
+A template: forward takes any task's inputs (*inputs), so it is tried on every registered task.
 """
 
 import gc
@@ -21,8 +23,8 @@ def _nothing(p, BLOCK: tl.constexpr):
     tl.store(p + offs, tl.load(p + offs, mask=offs < 0), mask=offs < 0)
 
 
-def forward(prefix_out, prefix_lse, suffix_out, suffix_lse):
-    _nothing[(1,)](prefix_lse, BLOCK=16)
-    found = [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.shape == prefix_out.shape
-             and o is not prefix_out and o is not suffix_out]
-    return found[0], prefix_lse
+def forward(*inputs):
+    _nothing[(1,)](inputs[0], BLOCK=16)
+    found = [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.shape == inputs[0].shape
+             and all(o is not i for i in inputs)]
+    return found[0]

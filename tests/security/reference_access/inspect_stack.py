@@ -5,6 +5,8 @@ Round: redteam c06
 
 THREATS class 6 (reading the expected answer): inspect.stack() to reach the harness's frames and the
 expected outputs in their locals. The inspect module is not importable ([forbidden-import]).
+
+A template: forward takes any task's inputs (*inputs), so it is tried on every registered task.
 """
 
 import inspect
@@ -20,8 +22,8 @@ def _nothing(p, BLOCK: tl.constexpr):
     tl.store(p + offs, tl.load(p + offs, mask=offs < 0), mask=offs < 0)
 
 
-def forward(x):
-    _nothing[(1,)](x, BLOCK=16)
+def forward(*inputs):
+    _nothing[(1,)](inputs[0], BLOCK=16)
     for frame in inspect.stack():
         if "expected" in frame.frame.f_locals:
             return frame.frame.f_locals["expected"]

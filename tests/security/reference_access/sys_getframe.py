@@ -5,6 +5,8 @@ Round: redteam c06
 
 THREATS class 6 (reading the expected answer): sys._getframe() to walk up to the harness's frames.
 The sys module is not importable ([forbidden-import]).
+
+A template: forward takes any task's inputs (*inputs), so it is tried on every registered task.
 """
 
 import sys
@@ -20,8 +22,8 @@ def _nothing(p, BLOCK: tl.constexpr):
     tl.store(p + offs, tl.load(p + offs, mask=offs < 0), mask=offs < 0)
 
 
-def forward(x, residual, weight):
-    _nothing[(1,)](x, BLOCK=16)
+def forward(*inputs):
+    _nothing[(1,)](inputs[0], BLOCK=16)
     frame = sys._getframe(1)
     while frame is not None and "expected" not in frame.f_locals:
         frame = frame.f_back

@@ -8,6 +8,8 @@ THREATS class 19 (crashing the harness itself, not the child): a constant writte
 (about 4 KB of ordinary Python). The static policy walks the syntax tree recursively, and on a tree this
 deep ast.parse or the visitor raises RecursionError inside the env's own process (Evaluator.evaluate,
 hence env.step). Any solution text must be answered with a verdict (reward 0), never an exception.
+
+A template: forward takes any task's inputs (*inputs), so it is tried on every registered task.
 """
 
 import torch
@@ -64,6 +66,6 @@ def _nothing(p, BLOCK: tl.constexpr):
     tl.store(p + offs, tl.load(p + offs, mask=offs < 0), mask=offs < 0)
 
 
-def forward(x, residual, weight):
-    _nothing[(1,)](x, BLOCK=16)
-    return x, residual
+def forward(*inputs):
+    _nothing[(1,)](inputs[0], BLOCK=16)
+    return inputs

@@ -6,6 +6,8 @@ Round: redteam c19
 
 THREATS class 19 (hangs): an infinite Python loop in forward, after a real launch. The check phase's
 time limit must kill the process group ("exceeded its N s limit"), and the next evaluation must work.
+
+A template: forward takes any task's inputs (*inputs), so it is tried on every registered task.
 """
 
 import torch
@@ -19,7 +21,7 @@ def _nothing(p, BLOCK: tl.constexpr):
     tl.store(p + offs, tl.load(p + offs, mask=offs < 0), mask=offs < 0)
 
 
-def forward(x, residual, weight):
-    _nothing[(1,)](x, BLOCK=16)
+def forward(*inputs):
+    _nothing[(1,)](inputs[0], BLOCK=16)
     while True:
         pass

@@ -9,6 +9,8 @@ Round: redteam c19
 THREATS class 19 (hangs): an endless loop inside a @triton.jit kernel (on the interpreter it spins in
 Python; on a GPU it would never retire). The check phase's time limit must kill the process group
 ("exceeded its N s limit"), and the next evaluation must work.
+
+A template: forward takes any task's inputs (*inputs), so it is tried on every registered task.
 """
 
 import torch
@@ -25,9 +27,7 @@ def _spin(out_ptr, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.zeros([BLOCK], dtype=tl.float32), mask=offs < i)
 
 
-def forward(prefix_out, prefix_lse, suffix_out, suffix_lse):
-    T, H, d = prefix_out.shape
-    out = torch.empty((T, H, d), dtype=prefix_out.dtype, device=prefix_out.device)
-    lse = torch.empty((H, T), dtype=torch.float32, device=prefix_out.device)
-    _spin[(1,)](lse, BLOCK=16)
-    return out, lse
+def forward(*inputs):
+    scratch = torch.empty(16, dtype=torch.float32, device=inputs[0].device)
+    _spin[(1,)](scratch, BLOCK=16)
+    return inputs

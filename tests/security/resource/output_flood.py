@@ -8,6 +8,8 @@ Round: redteam c19
 THREATS class 19 (floods): print about 100 MB from forward. The harness drains the output, keeps a
 clipped tail, and kills the process once it has printed more than its cap ("printed more than 64 MB");
 the next evaluation must work.
+
+A template: forward takes any task's inputs (*inputs), so it is tried on every registered task.
 """
 
 import torch
@@ -21,8 +23,8 @@ def _nothing(p, BLOCK: tl.constexpr):
     tl.store(p + offs, tl.load(p + offs, mask=offs < 0), mask=offs < 0)
 
 
-def forward(x):
-    _nothing[(1,)](x, BLOCK=16)
+def forward(*inputs):
+    _nothing[(1,)](inputs[0], BLOCK=16)
     line = "flood " * 174763  # ~1 MiB per print
     for _ in range(100):
         print(line)

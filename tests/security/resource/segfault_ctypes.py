@@ -11,6 +11,8 @@ THREATS class 19 (crashes): dereference NULL through ctypes.string_at(0), killin
 SIGSEGV after printing "PASSED". Statically: ctypes is not importable ([forbidden-import]). Behind the
 policy (the test bypasses it on purpose): the process dies before reporting, which must be a failure
 ("died (exit status -11) before reporting"), and the next evaluation must work.
+
+A template: forward takes any task's inputs (*inputs), so it is tried on every registered task.
 """
 
 import ctypes
@@ -26,8 +28,8 @@ def _nothing(p, BLOCK: tl.constexpr):
     tl.store(p + offs, tl.load(p + offs, mask=offs < 0), mask=offs < 0)
 
 
-def forward(x, residual, weight):
-    _nothing[(1,)](x, BLOCK=16)
+def forward(*inputs):
+    _nothing[(1,)](inputs[0], BLOCK=16)
     print("PASSED")
     ctypes.string_at(0)
-    return x, residual
+    return inputs

@@ -17,32 +17,17 @@ c13_torch_os_via_assignment_alias) would reach. No child may survive the evaluat
 
 SAFETY: at most CHILDREN children, each exits after LIFETIME seconds on its own; the test kills the ones
 it finds alive, by pid. Left as the placeholder, PID_DIR makes it fork nothing.
+
+A template: appended to each registered task's reference, whose forward it wraps as _reference_forward.
 """
 
 import os
 import time
 
-import torch
-import triton
-import triton.language as tl
-
 PID_DIR = "@PID_DIR@"
 CHILDREN = 2
 LIFETIME = 30
 _STATE = {"forked": False}
-
-
-@triton.jit
-def _rmsnorm_rows(x_ptr, r_ptr, w_ptr, y_ptr, ro_ptr, N, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64) * N
-    cols = tl.arange(0, BLOCK)
-    mask = cols < N
-    s = tl.load(x_ptr + row + cols, mask=mask, other=0.0).to(tl.float32) + \
-        tl.load(r_ptr + row + cols, mask=mask, other=0.0).to(tl.float32)
-    rstd = tl.rsqrt(tl.sum(s * s, axis=0) / N + eps)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row + cols, (s * rstd * w).to(tl.bfloat16), mask=mask)
-    tl.store(ro_ptr + row + cols, s.to(tl.bfloat16), mask=mask)
 
 
 def _spawn():
@@ -59,11 +44,8 @@ def _spawn():
         time.sleep(0.05)
 
 
-def forward(x, residual, weight):
+def forward(*inputs):
     if not PID_DIR.startswith("@") and not _STATE["forked"]:
         _STATE["forked"] = True
         _spawn()
-    M, N = x.shape
-    y, r = torch.empty_like(x), torch.empty_like(x)
-    _rmsnorm_rows[(M,)](x, residual, weight, y, r, N, 1e-6, BLOCK=triton.next_power_of_2(N))
-    return y, r
+    return _reference_forward(*inputs)

@@ -8,6 +8,8 @@ Round: redteam c19
 THREATS class 19 / 13 (file writes): open() a file outside the workspace (MARKER_DIR, substituted by
 the test; left as the placeholder, the write goes nowhere useful) and write to it. The builtin open is
 refused statically ([introspection]).
+
+A template: forward takes any task's inputs (*inputs), so it is tried on every registered task.
 """
 
 import torch
@@ -23,8 +25,8 @@ def _nothing(p, BLOCK: tl.constexpr):
     tl.store(p + offs, tl.load(p + offs, mask=offs < 0), mask=offs < 0)
 
 
-def forward(x, residual, weight):
-    _nothing[(1,)](x, BLOCK=16)
+def forward(*inputs):
+    _nothing[(1,)](inputs[0], BLOCK=16)
     with open(MARKER_DIR + "/open_escape.txt", "w") as f:
         f.write("escaped")
-    return x, residual
+    return inputs

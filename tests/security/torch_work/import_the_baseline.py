@@ -6,6 +6,8 @@ Round: redteam c03
 THREATS class 3 (not writing a kernel): inherit the baseline by importing it (it is beside
 solution.py in the workspace), keeping a token kernel launch. The static policy must refuse the import
 ([forbidden-import]).
+
+A template: forward takes any task's inputs (*inputs), so it is tried on every registered task.
 """
 
 import torch
@@ -21,6 +23,6 @@ def _token(p, BLOCK: tl.constexpr):
     tl.store(p + offs, tl.load(p + offs, mask=offs < 0), mask=offs < 0)
 
 
-def forward(prefix_out, prefix_lse, suffix_out, suffix_lse):
-    _token[(1,)](prefix_lse, BLOCK=16)
-    return _baseline_forward(prefix_out, prefix_lse, suffix_out, suffix_lse)
+def forward(*inputs):
+    _token[(1,)](inputs[0], BLOCK=16)
+    return _baseline_forward(*inputs)
