@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the committed GPU results record, in one device call: the references against eager
 # and torch.compile (bench_references.py), the GPU test suite (the same tables as `d2k eval`), and
-# the red-team and hold-out exploits on the cuda backend (6 at a time: they assert verdicts, not
+# the security cases on the cuda backend (6 at a time: they assert verdicts, not
 # speed). Run from the project root:  benchmarks/run_gpu_suite.sh OUT_DIR
 # PARTS picks some of "bench tests exploits service latency throughput" (default the first three)
 # when one call cannot hold them: service runs the GPU tests of the evaluation service and memory
@@ -23,7 +23,7 @@ if [[ $parts == *" tests "* ]]; then
 fi
 if [[ $parts == *" exploits "* ]]; then
   # -v names each test as it finishes, so a run the time limit cuts still says what failed
-  timeout "${EXPLOITS_S:-200}" python3 -m pytest -m gpu tests/test_redteam.py tests/test_holdout*.py \
+  timeout "${EXPLOITS_S:-200}" python3 -m pytest -m gpu tests/test_security.py \
       -n 6 -v -rA -p no:cacheprovider > "$out/exploits_gpu.log" 2>&1
   grep -E " (FAILED|ERROR|XPASS|XFAIL) " "$out/exploits_gpu.log" | tail -12; tail -1 "$out/exploits_gpu.log"
 fi
