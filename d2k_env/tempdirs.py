@@ -61,7 +61,10 @@ def sweep(root: str | None = None) -> list[str]:
         return removed
     for entry in entries:
         match = pattern.match(entry.name)
-        if not match or not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != uid:
+        try:  # other processes sweep too: an entry may be gone between the listing and here
+            if not match or not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != uid:
+                continue
+        except OSError:
             continue
         if not _alive(int(match.group(1))):
             shutil.rmtree(entry.path, ignore_errors=True)

@@ -51,3 +51,25 @@ def test_harvest_is_bounded_and_an_entry_over_the_bound_is_left_out_whole(tmp_pa
     _entry(worker, "c_small", {"x": b"4" * 50})
     assert harvest_cache(worker, cache) == 90
     assert sorted(p.name for p in cache.iterdir()) == ["a_small", "c_small"]
+
+
+def test_group_files_point_into_each_copy_and_nowhere_else(tmp_path):
+    """Triton finds a compiled kernel through a group file of absolute paths: copied as is, it would
+    name the first worker's (removed) directory, and every later worker would compile again."""
+    import json
+    cache, worker = tmp_path / "cache", tmp_path / "worker"
+    first = tmp_path / "first-worker" / "KEY"
+    _entry(worker, "KEY", {"k.cubin": b"\x7fELF",
+                           "__grp__k.json": json.dumps({"child_paths": {
+                               "k.cubin": str(first / "k.cubin"), "evil": "/etc/../root/x", "bad": 3}}).encode()})
+    harvest_cache(worker, cache)
+    assert json.loads((cache / "KEY" / "__grp__k.json").read_text())["child_paths"] == {
+        "k.cubin": str(cache / "KEY" / "k.cubin"), "evil": str(cache / "KEY" / "x")}
+    again = tmp_path / "again"
+    again.mkdir()
+    seed_cache(cache, again)
+    assert json.loads((again / "KEY" / "__grp__k.json").read_text())["child_paths"]["k.cubin"] == \
+        str(again / "KEY" / "k.cubin")
+    _entry(worker, "BAD", {"__grp__x.json": b"not json"})
+    harvest_cache(worker, cache)
+    assert not (cache / "BAD" / "__grp__x.json").exists()

@@ -104,6 +104,7 @@ class WorkerOutcome:
     oom_kills: int = 0  # processes its memory cgroup's limit killed
     memcheck_log: str = ""  # the GPU memory checker's log, when the worker ran under it
     began: bool = True  # whether its channel carried anything: False, nothing of the request ran
+    timeline: list = field(default_factory=list)  # (phase, workload, second since the dispatch) entered
 
 
 # The line a worker prints once warm, followed by the token its environment gave it.
@@ -289,7 +290,7 @@ def child_environment(scratch: str, triton_cache: Path, interpret: bool, memchec
     elif gpu is not None:
         env.update(CUDA_VISIBLE_DEVICES=gpu)
     if memcheck:  # one driver allocation per tensor, so that the checker sees each tensor's bounds
-        env.update(PYTORCH_NO_CUDA_MEMORY_CACHING="1")
+        env.update(PYTORCH_NO_CUDA_MEMORY_CACHING="1", D2K_WORKER_MEMCHECK="1")
     return env
 
 
@@ -402,7 +403,7 @@ class Worker:
         if self._ran:
             raise RuntimeError("a worker serves one request only")
         self._ran = True
-        result, stopped, began = None, None, False
+        result, stopped, began, timeline = None, None, False, []
         try:
             channel = os.fdopen(self._channel_fd, "rb", buffering=0)
             self._channel_fd = -1
@@ -411,13 +412,13 @@ class Worker:
                 self._proc.stdin.close()
             except BrokenPipeError:
                 pass
-            result, stopped, began = _follow(channel, limits, self._output, req)
+            result, stopped, began = _follow(channel, limits, self._output, req, timeline)
         finally:
             report = self._take_down()
         returncode = report["worker"] if isinstance(report.get("worker"), int) else self._proc.returncode
         return WorkerOutcome(result, self._output.text(), returncode, stopped, int(report.get("others") or 0),
                              dict(report.get("layers") or {}), int(report.get("oom_kills") or 0),
-                             read_log(self.log_path) if self.memcheck else "", began)
+                             read_log(self.log_path) if self.memcheck else "", began, timeline)
 
     def _take_down(self) -> dict:
         """Every process of the worker's tree killed and reaped; the supervisor's report (see _take_down)."""
@@ -458,11 +459,12 @@ def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, int
         return worker.run(req, limits)
 
 
-def _follow(channel, limits: PhaseLimits, output: OutputTail,
-            req: EvalRequest) -> tuple[dict | None, str | None, bool]:
+def _follow(channel, limits: PhaseLimits, output: OutputTail, req: EvalRequest,
+            timeline: list | None = None) -> tuple[dict | None, str | None, bool]:
     """Read the channel until the result arrives, the child exits, or it breaks a limit. Returns the
     result, why the harness stopped the worker, and whether any message came (a worker that sent
     none never began the evaluation: it died, or was stopped, before or while taking its request).
+    ``timeline``, where given, gets each phase entered with its second since the dispatch.
 
     Every message passed through the supervisor, which stamps it with the nonce only it and the
     env know: a message without it did not. A second result, or a phase the harness would never
@@ -470,6 +472,7 @@ def _follow(channel, limits: PhaseLimits, output: OutputTail,
     limits without end), was written by the solution and ends the evaluation.
     """
     phase, workload, started = "start", "", time.monotonic()
+    dispatched = started
     entered = {(phase, workload)}
     workloads = {"", *req.workloads, *(w["name"] for w in req.heldout)}
     buffer, result, began = b"", None, False
@@ -507,6 +510,8 @@ def _follow(channel, limits: PhaseLimits, output: OutputTail,
                                      f"{step[1]!r}, which the harness never would", began
                     entered.add(step)
                     (phase, workload), started = step, time.monotonic()
+                    if timeline is not None:
+                        timeline.append((phase, workload, round(started - dispatched, 3)))
 
 
 def _take_down(proc: subprocess.Popen, status_fd: int) -> dict:

@@ -456,9 +456,17 @@ def warm_up() -> bool:
     the sandbox gave it) the patch that makes it compute like the GPU; on the GPU the CUDA context
     of device 0 of those ``CUDA_VISIBLE_DEVICES`` shows, and the modules of timing and profiling;
     for the solution role (``D2K_WORKER_ROLE``) one allocation under the torch-work guard, whose
-    first operator sets up torch's Python dispatch. Nothing of a task or a solution is touched.
-    Returns whether this worker interprets."""
+    first operator sets up torch's Python dispatch, and on the GPU (but under the memory checker,
+    which the profiler cannot share the context with) one profiled operator: CUPTI's start-up took
+    5-7 s of the first workload's check on the H200. Triton's own key, a hash of its installed
+    files (0.4 s), is computed too. Nothing of a task or a solution is touched. Returns whether
+    this worker interprets."""
     import triton.language  # noqa: F401 - imported for its first use
+    try:
+        from triton.runtime.cache import triton_key  # cached after its first call
+        triton_key()
+    except (ImportError, AttributeError):  # not every Triton has it: only a saving is lost
+        pass
     interprets = os.environ.get("TRITON_INTERPRET") == "1"
     if interprets:
         from d2k_env.evaluator import interpreter_patch
@@ -471,6 +479,13 @@ def warm_up() -> bool:
     if os.environ.get("D2K_WORKER_ROLE") == "solution":
         with TorchWorkGuard(frozenset()):
             torch.empty(1)
+        if not interprets and torch.cuda.is_available() and os.environ.get("D2K_WORKER_MEMCHECK") != "1":
+            from torch.profiler import ProfilerActivity, profile
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                with profile(activities=[ProfilerActivity.CUDA]):
+                    torch.zeros(1, device="cuda:0")
+                    torch.cuda.synchronize()
     return interprets
 
 
