@@ -226,3 +226,32 @@ def test_spares_say_when_they_are_warm_and_the_mark_never_reaches_the_output():
         assert result.correct and "d2k-worker-warm" not in result.output
     finally:
         ev.close()
+
+
+def test_spares_die_with_their_thread_under_nohup():
+    """Run under ``nohup`` (SIGHUP ignored, which every child inherits), the parent-death signal
+    SIGHUP would be discarded and an orphaned spare would live on: the supervisor restores SIGHUP's
+    default action before it starts."""
+    from d2k_env.evaluator.pool import WorkerPool
+    pools = []  # kept: the pools' own clean-up must not be what ends the spares
+
+    def start_and_leave():
+        pool = WorkerPool(interpret=True)
+        pool.replenish()
+        pools.append(pool)
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        thread = threading.Thread(target=start_and_leave)
+        thread.start()
+        thread.join()
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    started = [spare for pool in pools for spare in pool.idle().values()]
+    try:
+        assert len(started) == 2
+        assert _wait(lambda: not any(s.alive() for s in started)), "a spare outlived the thread that started it"
+    finally:
+        for pool in pools:
+            pool.close()
+    assert not any(s.directory.exists() for s in started)

@@ -73,6 +73,9 @@ _REAPER = str(Path(reaper.__file__).resolve())
 _CLONE_NEWNET = 0x40000000
 # Resolved here: the preexec_fn runs in a forked child of a possibly threaded env, where dlopen may deadlock.
 _UNSHARE = getattr(ctypes.CDLL(None, use_errno=True), "unshare", None)
+_SIGNAL = ctypes.CDLL(None).signal
+_SIGNAL.argtypes, _SIGNAL.restype = [ctypes.c_int, ctypes.c_void_p], ctypes.c_void_p
+_SIG_DFL = None  # NULL
 # How long the env waits for the supervisor to report that the tree is down; then it kills the tree itself.
 SUPERVISOR_GRACE_S = reaper.CLEANUP_S + reaper.LAUNCHER_GRACE_S + 5
 _SIOCSIFFLAGS, _IFF_UP = 0x8914, 0x1
@@ -161,6 +164,9 @@ def _start_supervisor(loopback: bool) -> None:
     """In the supervisor before exec: the limits, and SIGHUP (a stop request that also removes the
     worker's directory) when the thread starting it, or the env, dies."""
     _limit_child(loopback)
+    # Under nohup SIGHUP is ignored, and an ignored signal survives exec: the parent-death signal
+    # would be discarded. (libc's own call: Python's signal.signal works in the main thread only.)
+    _SIGNAL(reaper.ORPHANED, _SIG_DFL)
     reaper.prctl(reaper.PR_SET_PDEATHSIG, reaper.ORPHANED)
 
 
