@@ -1,7 +1,8 @@
 """How much honest code the reward pays: every file of the honest corpus, submitted as an agent would.
 
-The corpus (tests/honest/<task>/*.py: one idiom each; tests/honest_refused/<task>__<capability>__*.py:
-honest kernels that use a capability a solution must not have) is evaluated file by file:
+The corpus (tests/security/honest_corpus/<task>/*.py: one idiom each; tests/security/honest_refused/
+<task>__<capability>__*.py: honest kernels that use a capability a solution must not have) is evaluated
+file by file:
 
 1. the static policy alone (``check_solution``): accepted, or the rules that refuse it;
 2. a full ``submit`` on the chosen backend with the policy bypassed: whether the kernel is correct
@@ -12,7 +13,7 @@ honest kernels that use a capability a solution must not have) is evaluated file
 Writes ``honest-corpus-<date>.md`` (and ``.json``) under ``--out``:
 
     python benchmarks/honest_corpus.py [--backend interpreter] [--mode submit] [--seed N] [--jobs 2]
-    python benchmarks/honest_corpus.py --manifest   # also print today's outcomes as manifest lines
+    python benchmarks/honest_corpus.py --manifest   # also print today's outcomes as header lines
     python benchmarks/honest_corpus.py --reuse R.json --policy-at HEAD   # re-score a run under another policy
 """
 
@@ -42,8 +43,9 @@ from d2k_env.reward import submission_reward
 from d2k_env.task import load_task, task_ids
 
 ROOT = Path(__file__).resolve().parents[1]
-HONEST = ROOT / "tests" / "honest"
-REFUSED = ROOT / "tests" / "honest_refused"
+SECURITY = ROOT / "tests" / "security"
+HONEST = SECURITY / "honest_corpus"
+REFUSED = SECURITY / "honest_refused"
 
 
 def corpus() -> list[tuple[Path, str, str]]:
@@ -54,12 +56,13 @@ def corpus() -> list[tuple[Path, str, str]]:
 
 
 def name_of(path: Path) -> str:
-    return str(path.relative_to(ROOT / "tests"))
+    return str(path.relative_to(SECURITY))
 
 
 def idiom_of(path: Path) -> str:
-    """The one-line docstring (what the file exercises)."""
-    first = path.read_text().split('"""')[1].strip().rstrip(".")
+    """The description's one line, after the header (what the file exercises)."""
+    doc = path.read_text().split('"""')[1]
+    first = doc.partition("\n\n")[2].strip().rstrip(".")
     return first.split(":", 1)[1].strip() if ":" in first else first
 
 
@@ -73,8 +76,12 @@ def first_line(text: str | None, limit: int = 160) -> str:
 
 
 def seed_for(name: str) -> int:
-    """Each file's submission seed (its inputs and held-out shapes): fixed per file, different across files.
-    tests/test_honest_corpus.py submits with the same seeds."""
+    """Each file's submission seed (its inputs and held-out shapes), its header's ``Seed:``: fixed per file,
+    different across files (the crc32 of the file's name before the corpus moved under tests/security/).
+    tests/test_security.py submits with the same seeds."""
+    for line in (SECURITY / name).read_text().split('"""')[1].partition("\n\n")[0].splitlines():
+        if line.startswith("Seed: "):
+            return int(line.removeprefix("Seed: "))
     return zlib.crc32(name.encode())
 
 
@@ -130,7 +137,7 @@ def measure(backend: str, mode: str, seed: int | None, jobs: int, only: list[str
         def run(row):
             t0 = time.monotonic()
             row["seed"] = seed_for(row["file"]) if seed is None else seed
-            result = evaluators[row["task"]].evaluate(ROOT / "tests" / row["file"], mode, seed=row["seed"])
+            result = evaluators[row["task"]].evaluate(SECURITY / row["file"], mode, seed=row["seed"])
             row["seconds"] = round(time.monotonic() - t0, 1)
             row["correct"] = bool(result.correct)
             row["failure"] = "" if result.correct else failure_of(result)
@@ -150,12 +157,12 @@ def measure(backend: str, mode: str, seed: int | None, jobs: int, only: list[str
 
 
 def outcome(row: dict) -> str:
-    """Today's outcome in the manifest's words (tests/test_honest_corpus.py)."""
+    """Today's outcome in the words of the file's header (tests/exploits.py): what it would say."""
     if not row["accepted"]:
-        return "refused: " + " ".join(f"[{r}]" for r in row["rules"])
+        return "Policy: exactly " + " ".join(f"[{r}]" for r in row["rules"])
     if row["reward"] > 0:
-        return "paid"
-    return f"fails on interpreter: {row['failure']}"
+        return "Expect: paid"
+    return f"fails on interpreter ({row['failure']}): no header says so yet"
 
 
 def git(*args: str) -> str:
@@ -168,7 +175,7 @@ def git(*args: str) -> str:
 def tree_state() -> str:
     """The commit, and the paths of the code measured that differ from it ("5e0fb43 with uncommitted ...")."""
     head = git("rev-parse", "--short", "HEAD").strip() or "?"
-    dirty = sorted({line[3:] for line in git("status", "--porcelain", "--", "tests/honest", "tests/honest_refused",
+    dirty = sorted({line[3:] for line in git("status", "--porcelain", "--", "tests/security/honest_corpus", "tests/security/honest_refused",
                                               "d2k_env", "tasks", "benchmarks/honest_corpus.py").splitlines() if line[3:]})
     return head + (" with uncommitted changes to " + ", ".join(f"`{d}`" for d in dirty) if dirty else "")
 
@@ -199,7 +206,7 @@ def report(rows: list[dict], backend: str, mode: str, seed: int | None, elapsed_
         + "Written by `benchmarks/honest_corpus.py`." + (f" {note}" if note else ""),
         "",
         "Each file is one honest, numerically correct `solution.py` written in an idiom real projects "
-        "and strong coding models use (tests/honest/<task>/), named after that idiom. *Policy*: the static "
+        "and strong coding models use (tests/security/honest_corpus/<task>/), named after that idiom. *Policy*: the static "
         "policy's verdict alone. *Correct*: " + checked + " with the policy bypassed, so it says whether the "
         "kernel would be paid if the policy let it run. *Reward*: what the file earns today (0 when the policy "
         "refuses it; for an accepted file the policy-bypassed evaluation is its evaluation, since the evaluator "
@@ -213,7 +220,7 @@ def report(rows: list[dict], backend: str, mode: str, seed: int | None, elapsed_
         + (", ".join(f"`[{rule}]` {count}" for rule, count in by_rule.most_common()) or "none") + ".",
         f"- Files refused by one rule only: "
         + (", ".join(f"`[{rule}]` {count}" for rule, count in only_rule.most_common()) or "none") + ".",
-        f"- Honest but rightly refused (tests/honest_refused/, capabilities a solution must not have): "
+        f"- Honest but rightly refused (tests/security/honest_refused/, capabilities a solution must not have): "
         f"{len(refused_set)} files, {sum(not r['accepted'] for r in refused_set)} refused.",
         "",
         "## Honest corpus",
@@ -249,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="evaluations at once (each is its own process)")
     parser.add_argument("--only", nargs="*", help="substrings of the file names to evaluate")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
-    parser.add_argument("--manifest", action="store_true", help="print today's outcomes as manifest lines")
+    parser.add_argument("--manifest", action="store_true", help="print today's outcomes as header lines")
     parser.add_argument("--note", default="", help="a sentence for the report's header (where it ran, ...)")
     parser.add_argument("--policy-at", metavar="REV", help="score with the policy of this git revision")
     parser.add_argument("--reuse", type=Path, metavar="JSON",

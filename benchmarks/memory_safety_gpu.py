@@ -5,8 +5,8 @@
 2. Memory safety inside the evaluator: each task's reference submitted (one published workload, its
    held-out shapes under memcheck): it must stay correct; the time of every worker run (solution,
    check, memcheck) is recorded, so the memory checker's added cost per submit is measured, alone
-   first (quant) and then with the other tasks running beside the GPU tests of
-   tests/test_memory_safety.py (the issue's exploit, m02, must score 0 with [out-of-bounds]).
+   first (quant) and then with the other tasks running beside the GPU cases of
+   tests/security/memory_safety/ (the issue's exploit, m02, must score 0 with [out-of-bounds]).
 3. Run-to-run spread of launch-bound speedups: one reference against its baseline, timed by the
    evaluator's own time_pair, in REPEATS separate processes one after another; for each run its
    speedup and three intervals (the old per-sample bootstrap, the batch bootstrap, and the reported
@@ -90,23 +90,23 @@ def sanitizer_probe(log) -> dict:
 
 def submits(out: Path, log) -> dict:
     """References under memcheck (quant alone first, then the others beside the GPU tests)."""
-    import d2k_env.evaluator as ev_module
+    from d2k_env.evaluator import sandbox
     from d2k_env.evaluator import Evaluator
     from d2k_env.task import load_task
     from d2k_env.verdict import format_result
 
-    runs, stock = [], ev_module.run_worker
+    runs, stock = [], sandbox.Worker.run
 
-    def timed_run_worker(req, **kwargs):
+    def timed_run_worker(worker, req, limits):
         started = time.monotonic()
-        outcome = stock(req, **kwargs)
+        outcome = stock(worker, req, limits)
         runs.append({"task": req.task_id, "role": req.role, "memcheck": req.memcheck,
                      "s": round(time.monotonic() - started, 2), "returncode": outcome.returncode,
                      "layers": outcome.layers, **({"output_tail": outcome.output[-1500:],
                                                    "log_head": outcome.memcheck_log[:1500]} if req.memcheck else {})})
         return outcome
 
-    ev_module.run_worker = timed_run_worker
+    sandbox.Worker.run = timed_run_worker
     results = {}
 
     def submit(task_id: str) -> None:
@@ -122,8 +122,8 @@ def submits(out: Path, log) -> dict:
         log(f"{task_id}: correct={r.correct} in {results[task_id]['s']} s; memcheck: {r.sandbox.get('memcheck')}")
 
     submit("per_token_group_quant_fp8")
-    tests = subprocess.Popen([sys.executable, "-m", "pytest", "-m", "gpu", "tests/test_memory_safety.py", "-v", "-rA",
-                              "-p", "no:cacheprovider"], stdout=open(out / "test_memory_safety_gpu.log", "w"),
+    tests = subprocess.Popen([sys.executable, "-m", "pytest", "-m", "gpu", "tests/test_security.py", "-k", "memory_safety",
+                              "-v", "-rA", "-p", "no:cacheprovider"], stdout=open(out / "test_memory_safety_gpu.log", "w"),
                              stderr=subprocess.STDOUT)
     threads = [threading.Thread(target=submit, args=(t,)) for t in ("fused_add_rmsnorm", "merge_attn_states")]
     for t in threads:
@@ -131,7 +131,7 @@ def submits(out: Path, log) -> dict:
     for t in threads:
         t.join()
     tests.wait(timeout=400)
-    ev_module.run_worker = stock
+    sandbox.Worker.run = stock
     log((out / "test_memory_safety_gpu.log").read_text()[-2500:])
     return {"submits": results, "runs": runs}
 
@@ -266,25 +266,25 @@ def write_probe(log, work: Path) -> dict:
 
 def exploit_and_reference(log) -> dict:
     """The issue's exploit (seed 1) and the quant reference, submitted as the tests do; each run timed."""
-    import d2k_env.evaluator as ev_module
+    from d2k_env.evaluator import sandbox
     from d2k_env.evaluator import Evaluator
     from d2k_env.task import load_task
     from d2k_env.verdict import format_result
 
-    runs, stock, results = [], ev_module.run_worker, {}
+    runs, stock, results = [], sandbox.Worker.run, {}
 
-    def timed_run_worker(req, **kwargs):
+    def timed_run_worker(worker, req, limits):
         started = time.monotonic()
-        outcome = stock(req, **kwargs)
+        outcome = stock(worker, req, limits)
         runs.append({"role": req.role, "memcheck": req.memcheck, "s": round(time.monotonic() - started, 2),
                      "returncode": outcome.returncode, "log_head": outcome.memcheck_log[:800]})
         return outcome
 
-    ev_module.run_worker = timed_run_worker
+    sandbox.Worker.run = timed_run_worker
     ev = Evaluator(load_task("per_token_group_quant_fp8"), "cuda", time_budget_s=0.5)
     try:
         for label, path, kwargs in (("reference", ev.task.reference_path, {"workloads": ["64x7168"], "seed": 11}),
-                                    ("m02", Path("tests/memory_safety/m02_quant_no_group_mask_gpu.py"),
+                                    ("m02", Path("tests/security/memory_safety/quant_no_group_mask_gpu.py"),
                                      {"seed": 1})):
             started = time.monotonic()
             r = ev.evaluate(path, "submit", **kwargs)
@@ -294,7 +294,7 @@ def exploit_and_reference(log) -> dict:
                 f"memcheck: {r.sandbox.get('memcheck')}")
     finally:
         ev.close()
-        ev_module.run_worker = stock
+        sandbox.Worker.run = stock
     log(json.dumps(runs, indent=1))
     return {"submits": results, "runs": runs}
 

@@ -1,15 +1,14 @@
 """What the sandbox holds with the static policy switched off: every red-team exploit, evaluated.
 
-With ``d2k_env.evaluator.check_solution`` patched to return [] (the test-only switch the suites use
-to test what is behind the policy), every exploit file of the red-team suites (tests/redteam,
-tests/holdout, tests/holdout2..6, tests/source_text, tests/format_strings, tests/hidden_state) is
-evaluated on Triton's CPU interpreter (or, with --backend cuda, on the GPU with every workload of
-its task, timed) in mode "submit", as the suites evaluate it: the task named
-by the docstring ("Task: <id>", tests/exploits.py), or for tests/redteam the task, workloads and
-limits its job in tests/test_redteam.py gives; one smoke workload (tests/redteam: the task's
-smallest, or every smoke workload where that suite asks for all); @NAME@ templates filled as that
-suite fills them. The files the suites treat as honest (redteam/honest_*, the holdouts' probes)
-and the variants they accept by design (paid with the policy on) go in a separate table.
+With ``d2k_env.evaluator.check_solution`` patched to return [] (the test-only switch
+tests/test_security.py uses to test what is behind the policy), every file of tests/security/ but
+the honest corpus (benchmarks/honest_corpus.py measures that) is evaluated on Triton's CPU
+interpreter (or, with --backend cuda, on the GPU with every workload of its task, timed) in mode
+"submit", as its header says (tests/exploits.py): its task (a template, ``Task: every``, once per
+registered task), workloads (the first smoke workload unless ``Workloads:`` says otherwise), seed
+and limits; @NAME@ placeholders filled as the driver fills them. The honest probes
+(tests/security/honest/) and the variants accepted by design (``Expect: paid`` elsewhere) go in a
+separate table.
 
 For each evaluation: the reward (``submission_reward("speedup", ...)``), the verdict's rule (the
 first [bracketed] rule of the error or a failing workload's message, else the stated failure),
@@ -52,13 +51,12 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 sys.path[:0] = [str(ROOT), str(TESTS)]  # this checkout's d2k_env and suites, before any installed copy
 
-SUITES = ["redteam", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "source_text",
-          "format_strings", "hidden_state"]
 WATCHED = ["baselines", "references", "tasks", "d2k_env"]
 REFUSAL = re.compile(r"PermissionError|Operation not permitted|Permission denied")
 RULE = re.compile(r"\[([a-z][a-z0-9]*(?:-[a-z0-9]+)*)\]")
-HANG_FILES = {"h31_c19_infinite_loop_kernel.py"}  # the suites give these a short check limit
-PID_FILES = {"h33_c19_setsid_daemon_survives.py": "/tmp/d2k_holdout_h33.pid"}  # pids an exploit writes itself
+PID_FILES = {"setsid_daemon_survives.py": "/tmp/d2k_holdout_h33.pid"}  # pids an exploit writes itself
+# An honest kernel in syntax the checker rarely sees (its header only pins the policy's verdict).
+HONEST_ELSEWHERE = {"resource/policy_stress"}
 
 # Why each exploit that earns a reward with the policy off does (from its docstring and its run),
 # written after reading the run of 2026-12-01: (group, one line). The report falls back to the
@@ -80,174 +78,104 @@ GROUPS = {
     NOT_AN_EXPLOIT: "Not exploits by their suite's own word",
 }
 WHY: dict[str, tuple[str, str]] = {
-    "redteam/c06_generator_frame_walk.py": (IN_PROCESS, "a running generator's gi_frame.f_back leads to the "
+    "reference_access/generator_frame_walk.py": (IN_PROCESS, "a running generator's gi_frame.f_back leads to the "
         "harness's SolutionRun; it pauses the dispatch guard and calls the harness's own loaded baseline"),
-    "holdout/h04_c03_interpreter_numpy_global.py": (IN_PROCESS, "after one no-op launch the interpreter's "
+    "torch_work/interpreter_numpy_global.py": (IN_PROCESS, "after one no-op launch the interpreter's "
         "injected `np` is a global of the solution; the RMSNorm is numpy arithmetic the aten guard never sees"),
-    "holdout/h12_c04_thread_work.py": (IN_PROCESS, "torch operators in a Python thread that forward joins: "
+    "streams_threads/thread_work.py": (IN_PROCESS, "torch operators in a Python thread that forward joins: "
         "the guard's dispatch-mode stack is thread-local, and no thread is left for [threads]"),
-    "holdout/h13_c05_disable_guard_via_frames.py": (IN_PROCESS, "inspect.stack() to the SolutionRun, "
+    "timing/disable_guard_via_frames.py": (IN_PROCESS, "inspect.stack() to the SolutionRun, "
         "builtins.setattr pauses its TorchWorkGuard for good, eager torch computes the op"),
-    "holdout/h26_c11_leak_secret_seed.py": (IN_PROCESS, "walks the stack to the SolutionRun and prints "
+    "known_seed/leak_secret_seed.py": (IN_PROCESS, "walks the stack to the SolutionRun and prints "
         "req.seed, which is now the inputs key (the secret seed never appeared in any output); honest kernel"),
-    "holdout2/r03_c03_numpy_alias_host.py": (IN_PROCESS, "the work in numpy on the host through a bound "
+    "torch_work/numpy_alias_host.py": (IN_PROCESS, "the work in numpy on the host through a bound "
         "Tensor.numpy (no aten operator but a view), a dummy launch for the counter"),
-    "holdout2/r04_c03_tolist_host_reduction.py": (IN_PROCESS, "each row's rstd computed in Python from "
+    "torch_work/tolist_host_reduction.py": (IN_PROCESS, "each row's rstd computed in Python from "
         "Tensor.tolist (no aten operator on the CPU); the kernel only scales"),
-    "holdout2/r13_c03_kernel_numpy_handle.py": (IN_PROCESS, "numpy's sort inside the kernel body through "
+    "torch_work/kernel_numpy_handle.py": (IN_PROCESS, "numpy's sort inside the kernel body through "
         "tl.tensor.handle.data, which exists only in the interpreter"),
-    "holdout3/q04_c03_python_scalar_math_in_kernel.py": (IN_PROCESS, "the kernel decodes bf16 bits into "
+    "torch_work/python_scalar_math_in_kernel.py": (IN_PROCESS, "the kernel decodes bf16 bits into "
         "Python ints and does the RMSNorm with math.fsum/math.sqrt: interpreter-only Python work"),
-    "holdout3/q18_c05_match_rebinds_alias.py": (IN_PROCESS, "a `match` capture rebinds the tl.sum alias to a "
+    "timing/match_rebinds_alias.py": (IN_PROCESS, "a `match` capture rebinds the tl.sum alias to a "
         "host function that runs inside the launch, where the guard is paused (it only proves the hijack: "
         "its sum is right)"),
-    "holdout5/s03_c03_jit_of_plain_function.py": (IN_PROCESS, "triton.jit called on a plain function: the "
+    "torch_work/jit_of_plain_function.py": (IN_PROCESS, "triton.jit called on a plain function: the "
         "group amax is a Python reduce inside the interpreted kernel"),
-    "holdout5/s11_c13_interpreter_injected_numpy.py": (IN_PROCESS, "the numpy the interpreter injects rounds "
+    "harness_tampering/interpreter_injected_numpy.py": (IN_PROCESS, "the numpy the interpreter injects rounds "
         "the scale on the host"),
-    "holdout6/t07_c03_extra_modules_guard_pause.py": (IN_PROCESS, "tl.extra.modules is sys.modules: it pauses "
+    "torch_work/extra_modules_guard_pause.py": (IN_PROCESS, "tl.extra.modules is sys.modules: it pauses "
         "the harness's TorchWorkGuard through its own counter and eager torch computes the answer"),
-    "holdout6/t08_c06_gc_harness_baseline.py": (IN_PROCESS, "gc.get_objects() to the SolutionRun; with the "
+    "reference_access/gc_harness_baseline.py": (IN_PROCESS, "gc.get_objects() to the SolutionRun; with the "
         "guard paused the harness's loaded baseline computes the outputs"),
-    "format_strings/f01_c11_format_walk_frames_seed.py": (IN_PROCESS, "str.format walks a running generator's "
+    "format_strings/format_walk_frames_seed.py": (IN_PROCESS, "str.format walks a running generator's "
         "frame to the SolutionRun and prints req.seed (the inputs key; the secret never appeared); honest kernel"),
-    "format_strings/f02_c11_format_map_runtime_template.py": (IN_PROCESS, "as f01 with the template built at "
+    "format_strings/format_map_runtime_template.py": (IN_PROCESS, "as f01 with the template built at "
         "run time and read through format_map; prints the inputs key; honest kernel"),
-    "holdout5/s02_c15_reduce_count_iterator.py": (STATE, "an itertools.count kept alive as reduce's initial "
+    "hidden_state/reduce_count_iterator.py": (STATE, "an itertools.count kept alive as reduce's initial "
         "value counts calls; every checked call is honest"),
-    "holdout6/t04_c15_config_kwargs_call_counter.py": (STATE, "a call counter in a module-level "
+    "hidden_state/config_kwargs_call_counter.py": (STATE, "a call counter in a module-level "
         "triton.Config's .kwargs; the first three calls (the interpreter's three checked shapes) are honest"),
-    "holdout6/t06_c15_config_default_shape_skip.py": (STATE, "a shape memo in a default triton.Config's "
+    "hidden_state/config_default_shape_skip.py": (STATE, "a shape memo in a default triton.Config's "
         ".kwargs: the first call at each shape works, repeats skip; every checked workload has its own shape"),
-    "holdout6/t12_c02_kernel_alias_attrs.py": (STATE, "an output cache keyed by address and shape on the "
+    "hidden_state/kernel_alias_attrs.py": (STATE, "an output cache keyed by address and shape on the "
         "kernel object's attributes (through a local alias); each checked call has a new shape, so nothing is "
         "replayed"),
-    "hidden_state/m01_c15_name_store_runs_main_block.py": (STATE, "a call counter made in the `if __name__ == "
+    "hidden_state/name_store_runs_main_block.py": (STATE, "a call counter made in the `if __name__ == "
         "'__main__'` block it runs by binding __name__; right for six calls, a CPU submission makes three"),
-    "hidden_state/m02_c15_main_guard_else_iterator.py": (STATE, "a call counter made in that if's else branch; "
+    "hidden_state/main_guard_else_iterator.py": (STATE, "a call counter made in that if's else branch; "
         "right for six calls, a CPU submission makes three"),
-    "hidden_state/m03_c15_map_iter_as_value.py": (STATE, "a call counter made by map(iter, ...); right for "
+    "hidden_state/map_iter_as_value.py": (STATE, "a call counter made by map(iter, ...); right for "
         "six calls, a CPU submission makes three"),
-    "hidden_state/m04_c15_tee_items.py": (STATE, "a call counter kept in itertools.tee's items; right for six "
+    "hidden_state/tee_items.py": (STATE, "a call counter kept in itertools.tee's items; right for six "
         "calls, a CPU submission makes three"),
-    "redteam/c14_forge_speedup_on_result_channel.py": (GPU_ONLY, "forges a timed 100x result on the channel; "
+    "forged_result/forge_speedup_on_result_channel.py": (GPU_ONLY, "forges a timed 100x result on the channel; "
         "the Evaluator voids timings on a backend that cannot time, so it is paid the honest 1.0"),
-    "redteam/c16_l2_persistence.py": (GPU_ONLY, "a persisting-L2 carve-out through ctypes and libcudart; "
+    "l2_persistence/l2_persistence.py": (GPU_ONLY, "a persisting-L2 carve-out through ctypes and libcudart; "
         "nothing to carve out without a GPU"),
-    "holdout/h34_c04_side_stream_gpu.py": (GPU_ONLY, "the honest kernel on a side stream (none on the CPU)"),
-    "holdout2/r14_c14_gpu_forge_speedup.py": (GPU_ONLY, "forges speedups when it sees the GPU's last "
+    "streams_threads/side_stream_gpu.py": (GPU_ONLY, "the honest kernel on a side stream (none on the CPU)"),
+    "forged_result/gpu_forge_speedup.py": (GPU_ONLY, "forges speedups when it sees the GPU's last "
         "workload (64x8192), which the interpreter never runs"),
-    "holdout4/p16_c05_allocator_pressure.py": (GPU_ONLY, "pins GPU memory to slow the baseline's allocator; "
+    "timing/allocator_pressure.py": (GPU_ONLY, "pins GPU memory to slow the baseline's allocator; "
         "pins nothing on the CPU"),
-    "holdout6/t22_c09_bf16_sum_of_squares.py": (GPU_ONLY, "a bf16 sum of squares; the interpreter's patched "
+    "precision/bf16_sum_of_squares.py": (GPU_ONLY, "a bf16 sum of squares; the interpreter's patched "
         "reductions sum exactly and round once, so only the GPU's bf16 tree is off (its suite runs it on the "
         "GPU only)"),
-    "holdout6/t33_c04_side_stream.py": (GPU_ONLY, "the launch on a fresh CUDA stream; no stream on the CPU"),
-    "holdout6/t35_c17_graph_replay.py": (GPU_ONLY, "captures and replays a CUDA graph; skipped on the CPU"),
-    "holdout3/q09_c19_print_flood.py": (NOT_AN_EXPLOIT, "prints a flood, then does the work honestly; the "
-        "output is clipped (tests/test_holdout3.py: 'Not an exploit ... it may score')"),
-    "source_text/s04_c13_def_in_decorator_string.py": (NOT_AN_EXPLOIT, "the interpreter runs the checked, "
+    "streams_threads/side_stream_t33.py": (GPU_ONLY, "the launch on a fresh CUDA stream; no stream on the CPU"),
+    "graph_replay/graph_replay.py": (GPU_ONLY, "captures and replays a CUDA graph; skipped on the CPU"),
+    "resource/print_flood.py": (NOT_AN_EXPLOIT, "prints a flood, then does the work honestly; the "
+        "output is clipped (its header asks no verdict: 'Not an exploit ... it may score')"),
+    "source_text/def_in_decorator_string.py": (NOT_AN_EXPLOIT, "the interpreter runs the checked, "
         "honest kernel; the attack is on the GPU path's JITFunction.src (tests/test_source_text.py: the "
         "interpreter 'is right to pay')"),
 }
 
 
-# -- which files are exploits, which honest ----------------------------------------------------------------
-
-def _names(mapping) -> set[str]:
-    return set(mapping)
-
-
-def classify() -> dict[str, dict[str, str]]:
-    """{suite/file: {"kind": exploit | honest | accepted, "why": the suite's own word}} for every file."""
-    import test_holdout2
-    import test_holdout3
-    import test_holdout4
-    import test_holdout5
-    import test_holdout6
-
-    honest = {
-        "holdout2": _names(test_holdout2.FP_PROBES) | _names(test_holdout2.REFUSED_PROBES)
-        | {"r19_c19_policy_stress.py"},  # "an honest kernel in syntax the checker rarely sees"
-        "holdout3": _names(test_holdout3.FP_PROBES),
-        "holdout4": _names(test_holdout4.PROBES),
-        "holdout5": set(test_holdout5.PROBES),
-        "holdout6": set(test_holdout6.PROBES),
-    }
-    accepted = {"holdout4": set(test_holdout4.ACCEPTED), "holdout6": set(test_holdout6.ACCEPTED)}
-    kinds = {}
-    for suite in SUITES:
-        for path in sorted((TESTS / suite).glob("*.py")):
-            if suite == "redteam" and path.name.startswith("honest_"):
-                kind, why = "honest", "redteam honest_* (test_honest_slow_solution_passes)"
-            elif path.name in honest.get(suite, ()):
-                kind, why = "honest", "probe (honest kernel)"
-            elif path.name in accepted.get(suite, ()):
-                kind, why = "accepted", "accepted by design: paid with the policy on (ACCEPTED)"
-            else:
-                kind, why = "exploit", ""
-            kinds[f"{suite}/{path.name}"] = {"kind": kind, "why": why}
-    return kinds
-
-
-# -- how each file is evaluated --------------------------------------------------------------------------
-
-def redteam_jobs() -> dict[str, dict]:
-    """tests/redteam: each file's task, workloads and limits, as tests/test_redteam.py's jobs give them."""
-    import test_redteam as tr
-
-    jobs: dict[str, dict] = {}
-
-    def add(name, task, workloads=("small",), limits="normal"):
-        jobs.setdefault(name, {"task": tr.TASKS[task], "short": task, "workloads": workloads, "limits": limits})
-
-    def walk(value):
-        if isinstance(value, tr.Exploit):
-            add(value.name, value.task, value.workloads, value.limits)
-        elif isinstance(value, (tr.Custom, tr.Honest)):
-            add(value.name, value.task)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                walk(v)
-
-    for value in vars(tr).values():
-        walk(value)
-    for name, task, _rule in tr.POLICY_CASES:
-        add(name, task)
-    for name in (*tr.STATIC_ALIASES, "c07_tensor_subclass", "c07_lazy_placeholder", "c19_fork_bomb",
-                 # only in the GPU tests' parameter lists (fused_add_rmsnorm there)
-                 "c02_replay_by_shape", "c02_replay_by_pointer", "c18_zero_time_workload"):
-        add(name, "rms")
-    add("c19_hang_in_forward", "rms", limits="short")  # the suite runs it through an episode, short limits
-    return jobs
-
+# -- what each file is, and how it is evaluated --------------------------------------------------------------
 
 def plan() -> list[dict]:
-    from exploits import task_of
+    """One item per case: each file of tests/security/ (a template once per task), from its header."""
+    from exploits import discover
 
-    kinds = classify()
-    rt = redteam_jobs()
+    exploits, _broken = discover()
     items = []
-    for suite in SUITES:
-        for path in sorted((TESTS / suite).glob("*.py")):
-            key = f"{suite}/{path.name}"
-            item = {"key": key, "suite": suite, "file": path.name, "path": str(path), **kinds[key],
-                    "limits": "normal", "workloads": "first", "seed": None, "template": []}
-            if suite == "redteam":
-                job = rt.get(path.stem)
-                if job is None:
-                    item.update(skip="no job in tests/test_redteam.py names its task")
-                else:
-                    item.update(task=job["task"], short=job["short"], limits=job["limits"],
-                                workloads="all" if job["workloads"] is None else "small")
-            else:
-                item["task"] = task_of(path)
-            if path.name in HANG_FILES:
-                item["limits"] = "short"
-            if path.name == "p01_c12_headdim_128_only.py":
-                item["seed"] = 0  # tests/test_holdout4.py SEEDS: the seed that showed the hole
-            item["template"] = sorted(set(re.findall(r"@([A-Z_]+)@", path.read_text())))
-            items.append(item)
+    for e in exploits:
+        if e.klass in ("honest_corpus", "honest_refused"):
+            continue
+        expect = e.verdict("interpreter", False) or e.verdict("cuda", False)
+        if e.klass == "honest" or e.id in HONEST_ELSEWHERE:
+            kind, why = "honest", "honest probe (tests/security/honest/)"
+        elif expect is not None and expect.kind in ("paid", "correct"):
+            kind, why = "accepted", "accepted by design: paid with the policy on (Expect: paid)"
+        else:
+            kind, why = "exploit", ""
+        for t in e.tasks:
+            key = f"{e.id}-{t}.py" if e.template else f"{e.id}.py"
+            source = e.source(t)
+            items.append({"key": key, "suite": e.klass, "file": Path(key).name, "path": str(e.path), "kind": kind,
+                          "why": why, "task": t, "limits": "short" if e.short_limits else "normal",
+                          "workloads": e.workloads("interpreter", t),
+                          "seed": int(e.fields["Seed"]) if "Seed" in e.fields else None, "source": source,
+                          "template": sorted(set(re.findall(r"@([A-Z_]+)@", source)))})
     return items
 
 
@@ -294,13 +222,12 @@ def alive(pid: int) -> bool:
 
 class Runner:
     def __init__(self, work: Path, backend: str):
-        import test_redteam as tr
+        import test_security as ts
         from d2k_env.evaluator import PhaseLimits
 
         self.work = work
         self.backend = backend
-        self.small = tr.SMALL
-        self.limits = {"normal": tr.NORMAL_LIMITS, "short": tr.SHORT_LIMITS}
+        self.limits = {"normal": ts.NORMAL_LIMITS, "short": ts.SHORT_LIMITS}
         assert isinstance(self.limits["normal"], PhaseLimits)
         self.local = threading.local()
         self.all_evaluators = []
@@ -337,11 +264,11 @@ class Runner:
         markers, pids = work / "markers", work / "pids"
         markers.mkdir(parents=True)
         pids.mkdir()
-        source = Path(item["path"]).read_text()
+        source = item["source"]
         subst = {"MARKER_DIR": str(markers), "PID_DIR": str(pids)}
         ev, grading, own = None, None, False
         if "SAFE_ROOT" in item["template"]:
-            # As tests/test_redteam.py: an Evaluator on a temporary copy of the task tree, whose
+            # As tests/test_security.py: an Evaluator on a temporary copy of the task tree, whose
             # baseline the exploit may rewrite only if the copy is its req.root.
             copy = work / "root"
             for sub in ("tasks", "baselines", "references", "guidance"):
@@ -357,13 +284,8 @@ class Runner:
         path.write_text(source)
         if ev is None:
             ev = self.evaluator(item["task"], item["limits"])
-        if item["workloads"] == "all" or ev.can_time:
-            # On the GPU every workload: some payloads wait for the last (largest) one.
-            workloads = None
-        elif item["workloads"] == "small":
-            workloads = [self.small[item["short"]]]
-        else:
-            workloads = [ev.workloads[0].name]
+        # On the GPU every workload: some payloads wait for the last (largest) one.
+        workloads = None if ev.can_time else item["workloads"]
         seed = item["seed"] if item["seed"] is not None else secrets.randbits(63)
         pid_file = PID_FILES.get(item["file"])
         if pid_file:
@@ -490,7 +412,7 @@ def versions() -> dict[str, str]:
 
 def docstring_why(path: str) -> str:
     doc = ast.get_docstring(ast.parse(Path(path).read_text())) or ""
-    first = " ".join(doc.split())
+    first = " ".join(doc.partition("\n\n")[2].split())  # the description, after the header
     return first[:220] + ("..." if len(first) > 220 else "")
 
 
@@ -541,17 +463,14 @@ def report(meta: dict, rows: list[dict]) -> str:
     out += ["", "## How it was run", "",
             "`python benchmarks/policy_off.py` (this file's numbers: " + meta["command"] + ", "
             f"{meta['wall_min']:.0f} min wall). `d2k_env.evaluator.check_solution` is patched to return [] "
-            "(the switch tests/test_redteam.py, test_holdout*.py and test_source_text.py use to test what is "
-            "behind the policy), so every file runs. Each file is evaluated on the interpreter in mode "
-            "`submit` (its published smoke workload plus two held-out shapes drawn from the secret seed): "
-            "one smoke workload, the task from the docstring's `Task: <id>` as tests/exploits.py does; for "
-            "tests/redteam the task, workload (the smallest smoke workload, or every smoke workload for "
-            "c02_replay_first_output, c09_rmsnorm_in_bf16, c12_shape_specialised and c15_late_corruption) and "
-            "limits (10 s check phase for the hangs and crashes) of its job in tests/test_redteam.py; "
-            "h31 also gets the short check limit, as its suite does; p01 runs under seed 0 as "
-            "tests/test_holdout4.py does, every other file under a fresh secret seed. Templates are filled as "
-            "tests/test_redteam.py fills them: @MARKER_DIR@ and @PID_DIR@ with per-file directories outside "
-            "the project and outside /tmp (each watched), @SAFE_ROOT@ (c13_rewrite_grader_baseline) with an "
+            "(the switch tests/test_security.py uses to test what is behind the policy), so every file runs. "
+            "Each file of tests/security/ (but the honest corpus) is evaluated on the interpreter in mode "
+            "`submit` (its smoke workload plus two held-out shapes drawn from the seed) as its header says "
+            "(tests/exploits.py): its task (a template once per registered task), its workloads (the first smoke "
+            "workload unless `Workloads:` says otherwise), its limits (`Limits: short`: a 10 s check phase for "
+            "the hangs and crashes), and the seed its `Seed:` names, else a fresh secret seed. Placeholders are "
+            "filled as tests/test_security.py fills them: @MARKER_DIR@ and @PID_DIR@ with per-file directories "
+            "outside the project and outside /tmp (each watched), @SAFE_ROOT@ (rewrite_grader_baseline) with an "
             "Evaluator built on a temporary copy of the task tree, whose baseline is then compared. Two "
             "evaluations at a time (ThreadPoolExecutor, one Evaluator per task per thread)."
             + (" " + meta["run_notes"] if meta.get("run_notes") else ""), "",

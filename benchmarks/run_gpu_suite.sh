@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Everything the committed GPU results record, in one device call: the references against eager
 # and torch.compile (bench_references.py), the GPU test suite (the same tables as `d2k eval`), and
-# the red-team and hold-out exploits on the cuda backend (6 at a time: they assert verdicts, not
+# the security cases on the cuda backend (6 at a time: they assert verdicts, not
 # speed). Run from the project root:  benchmarks/run_gpu_suite.sh OUT_DIR
-# PARTS picks some of "bench tests exploits" (default all three) when one call cannot hold them.
+# PARTS picks some of "bench tests exploits service latency throughput" (default the first three)
+# when one call cannot hold them: service runs the GPU tests of the evaluation service and memory
+# safety; latency, evaluation_latency.py --env on every task; throughput, service_throughput.py.
 set -uo pipefail
 out=${1:?usage: benchmarks/run_gpu_suite.sh OUT_DIR}
 mkdir -p "$out"
@@ -21,7 +23,22 @@ if [[ $parts == *" tests "* ]]; then
 fi
 if [[ $parts == *" exploits "* ]]; then
   # -v names each test as it finishes, so a run the time limit cuts still says what failed
-  timeout "${EXPLOITS_S:-200}" python3 -m pytest -m gpu tests/test_redteam.py tests/test_holdout*.py \
+  timeout "${EXPLOITS_S:-200}" python3 -m pytest -m gpu tests/test_security.py \
       -n 6 -v -rA -p no:cacheprovider > "$out/exploits_gpu.log" 2>&1
   grep -E " (FAILED|ERROR|XPASS|XFAIL) " "$out/exploits_gpu.log" | tail -12; tail -1 "$out/exploits_gpu.log"
+fi
+if [[ $parts == *" service "* ]]; then
+  timeout "${SERVICE_S:-240}" python3 -m pytest -m gpu tests/test_service.py tests/test_memory_safety.py -v -rA \
+      -p no:cacheprovider > "$out/service_gpu.log" 2>&1
+  grep -E "(PASSED|FAILED|ERROR)" "$out/service_gpu.log" | tail -8; tail -1 "$out/service_gpu.log"
+fi
+if [[ $parts == *" latency "* ]]; then
+  timeout "${LATENCY_S:-330}" python3 benchmarks/evaluation_latency.py --env --backend cuda --calls "${CALLS:-2}" \
+      --gap "${GAP:-3}" --json "$out/latency.json" > "$out/latency.log" 2>&1
+  tail -22 "$out/latency.log"
+fi
+if [[ $parts == *" throughput "* ]]; then
+  timeout "${THROUGHPUT_S:-330}" python3 benchmarks/service_throughput.py --backend cuda --envs ${ENVS:-1 2 4 8 16} \
+      --rounds "${ROUNDS:-2}" --tool "${TOOL:-run_tests}" --json "$out/throughput.json" > "$out/throughput.log" 2>&1
+  tail -12 "$out/throughput.log"
 fi

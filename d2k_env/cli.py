@@ -51,7 +51,7 @@ def cmd_show(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from d2k_env.evaluator import Evaluator, EvalResult
+    from d2k_env.evaluator import Evaluator
     from d2k_env.task import load_task
     from d2k_env.verdict import format_result
 
@@ -60,26 +60,16 @@ def cmd_eval(args) -> int:
     if not path.is_file():
         console.print(f"[red]no such file: {args.file}[/red]")
         return 2
-    evaluator = Evaluator(task, args.backend)
+    # One evaluation for every workload (one solution worker, one check worker), its workers
+    # started at once, both roles warming up side by side.
+    evaluator = Evaluator(task, args.backend, spares=True)
+    evaluator.pool.replenish()
     mode = args.mode or ("benchmark" if evaluator.can_time else "test")
     names = args.workloads or [w.name for w in evaluator.workloads]
-    # A submit draws its held-out shapes once per evaluation: one evaluation holds every workload.
-    batches = [names] if mode == "submit" else [[name] for name in names]
-    merged: EvalResult | None = None
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-               TimeElapsedColumn())
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
-        bar = progress.add_task(f"{task.id} on {evaluator.backend}", total=len(batches))
-        for batch in batches:  # one child per workload, so progress is real; the Triton cache is shared
-            progress.update(bar, description=f"{task.id} on {evaluator.backend}: {mode} {', '.join(batch)}")
-            result = evaluator.evaluate(path, mode, batch, seed=args.seed)
-            if merged is None:
-                merged = result
-            else:
-                merged.workloads += result.workloads
-                merged.error = merged.error or result.error
-                merged.output = (merged.output + "\n" + result.output).strip()
-            progress.advance(bar)
+        progress.add_task(f"{task.id} on {evaluator.backend}: {mode} of {len(names)} workload(s)", total=None)
+        merged = evaluator.evaluate(path, mode, names, seed=args.seed)
     evaluator.close()
     print(format_result(merged, f"{task.id}: {path.name} ({mode}, {evaluator.backend} backend)"))
     if merged.timed:

@@ -22,11 +22,13 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
+from d2k_env import tempdirs
 from d2k_env import reward as rewards
 from d2k_env.action_log import ActionLog, Refusal, replay_steps
-from d2k_env.evaluator import Evaluator, EvalResult, resolve_backend
+from d2k_env.evaluator import EvalResult, UnreadableSolution, read_solution, resolve_backend
 from d2k_env.prompt import build_prompt
 from d2k_env.registration import MAX_STEPS
+from d2k_env.service import EvalJob, EvaluationService, make_service
 from d2k_env.task import GUIDANCE_LAYERS, load_task, task_ids
 from d2k_env.tools import FORMAT, MAX_ACTION_CHARS, ActionError, parse_action
 from d2k_env.verdict import format_result
@@ -127,17 +129,30 @@ def to_observation(text: str, limit: int = MAX_OBSERVATION_CHARS, tail: int = 20
 class KernelEnv(gym.Env):
     """One task as an episode of tool calls (see the module docstring).
 
+    Evaluations go to ``evaluator``, an evaluation service (:mod:`d2k_env.service`): by default
+    (None) one of the env's own, a :class:`~d2k_env.service.LocalService` with one lane (on the GPU,
+    one per visible GPU) and warm workers, made at the first evaluation and closed with the env; or
+    ``"ray"`` (a :class:`~d2k_env.service.ray_service.RayService` of the env's own, on the Ray
+    cluster ``ray.init`` reaches); or a service object, which many envs may share and which the
+    caller closes. ``evaluator_options``: ``limits``, ``time_budget_s`` and ``memcheck`` go with each
+    evaluation; the rest configure a service the env makes (e.g. ``spares``, ``jobs``, ``gpus``).
+    The env keeps one Triton cache for all its episodes. Each evaluation's ``info["queue"]`` says
+    where and how long it waited.
+
     Thread safety: ``reset``, ``step``, ``state`` and ``close`` each hold the env's lock for the whole
     call, so an evaluation in flight is awaited: a ``close()`` or ``reset()`` from another thread waits
     for it and never tears down the episode beneath it (both once crashed the step in flight or gave
     the next episode its result).
     """
 
+    JOB_OPTIONS = ("limits", "time_budget_s", "memcheck")
+
     metadata = {"render_modes": ["ansi"]}
 
     def __init__(self, task_id: str, backend: str = "auto", guidance: str | tuple[str, ...] = "L1+L2+L3",
                  reward: str = "speedup", render_mode: str | None = None,
-                 evaluator_options: dict[str, Any] | None = None, max_steps: int = MAX_STEPS):
+                 evaluator_options: dict[str, Any] | None = None, max_steps: int = MAX_STEPS,
+                 evaluator: EvaluationService | str | None = None):
         self.task = load_task(task_id)
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"max_steps must be a positive int, not {max_steps!r}")
@@ -149,11 +164,19 @@ class KernelEnv(gym.Env):
             raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
         self.render_mode = render_mode
         self.evaluator_options = dict(evaluator_options or {})
+        if not (evaluator is None or evaluator in ("local", "ray") or callable(getattr(evaluator, "submit", None))):
+            raise ValueError(f"evaluator must be None, 'local', 'ray' or an evaluation service (with submit()), "
+                             f"not {evaluator!r}")
+        if not isinstance(evaluator, (str, type(None))) and getattr(evaluator, "backend", self.backend) != self.backend:
+            raise ValueError(f"the evaluation service runs the {evaluator.backend} backend, not this env's {self.backend}")
+        self._service_choice = evaluator
+        self._service: EvaluationService | None = None if isinstance(evaluator, (str, type(None))) else evaluator
+        self._own_service = self._service is None
+        self._cache_dir: tempfile.TemporaryDirectory | None = None
+        self._client = secrets.token_hex(8)  # names this env's Triton cache on a remote service
         self.observation_space = spaces.Text(MAX_OBSERVATION_CHARS, min_length=0, charset="".join(sorted(CHARSET)))
         self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset="".join(sorted(CHARSET)))
         self._episode_dir: tempfile.TemporaryDirectory | None = None
-        self._evaluator: Evaluator | None = None
-        self._ceilings: dict[str, float] | None = None
         self.workspace: Workspace | None = None
         self._log = ActionLog()  # one entry per step taken: its length is the step count
         self._terminated = False
@@ -193,6 +216,12 @@ class KernelEnv(gym.Env):
         next ``reset``. Closing twice is harmless."""
         with self._lock:
             self._close_episode()
+            if self._own_service and self._service is not None:
+                self._service.close()
+                self._service = None
+            if self._cache_dir is not None:
+                self._cache_dir.cleanup()
+                self._cache_dir = None
         super().close()
 
     # -- Episode ---------------------------------------------------------------------------------
@@ -200,7 +229,7 @@ class KernelEnv(gym.Env):
         super().reset(seed=seed)
         self._episode_layers = parse_guidance((options or {}).get("guidance", self.guidance_layers))
         self._close_episode()
-        self._episode_dir = tempfile.TemporaryDirectory(prefix=f"d2k-{self.task.id}-")
+        self._episode_dir = tempdirs.make(f"episode_{self.task.id}")
         root = Path(self._episode_dir.name)
         (root / "workspace").mkdir()
         baseline_source = self.task.baseline_path.read_text()
@@ -209,13 +238,10 @@ class KernelEnv(gym.Env):
         baseline = root / "workspace" / "baseline.py"
         baseline.write_text(baseline_source)
         baseline.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
-        self._evaluator = Evaluator(self.task, self.backend, cache_dir=root / "triton-cache",
-                                    **self.evaluator_options)
-        self._evaluator.ceilings = self._ceilings
         self._log = ActionLog()
         self._terminated = False
         self._reset_seed = seed
-        note = rewards.NOTES[self.reward_kind] + ("" if self._evaluator.can_time else rewards.INTERPRETER_NOTE)
+        note = rewards.NOTES[self.reward_kind] + ("" if self.backend == "cuda" else rewards.INTERPRETER_NOTE)
         prompt = build_prompt(self.task, self._episode_layers, baseline_source, self.backend, self.max_steps, note)
         return self._observe(prompt), self._info()
 
@@ -241,6 +267,7 @@ class KernelEnv(gym.Env):
         if result is not None:
             info["evaluation"] = result.to_dict()
             info["verdict"] = observation
+            info["queue"] = dict(result.queue)
         reward = 0.0
         if call.tool == "submit":
             self._terminated = True
@@ -297,20 +324,42 @@ class KernelEnv(gym.Env):
         return f"Replaced one occurrence in {path} (at line {line}).", None
 
     def _evaluate(self, mode: str, workloads: list[str] | None = None, seed: int | None = None):
-        names = {w.name for w in self._evaluator.workloads}
+        names = {w.name for w in (self.task.workloads if self.backend == "cuda" else self.task.smoke_workloads)}
         unknown = [w for w in workloads or [] if w not in names]
         if unknown:
             raise WorkspaceError(f"unknown workload(s) {unknown}; this backend evaluates {sorted(names)}")
         if seed is None:
             seed = int(self.np_random.integers(0, 2**63 - 1))
         try:
-            result = self._evaluator.evaluate(self.workspace.root / "solution.py", mode, workloads, seed)
+            source = read_solution(self.workspace.root / "solution.py")
+        except UnreadableSolution as exc:
+            return EvalResult(mode, self.backend, error=str(exc))
+        try:
+            job = EvalJob(self.task.id, source, mode, workloads, seed,
+                          cache_dir=self._cache(), client=self._client,
+                          **{k: v for k, v in self.evaluator_options.items() if k in self.JOB_OPTIONS})
+            result = self._evaluation_service().submit(job, self.task).result()
         except Exception as exc:  # noqa: BLE001 - a harness failure must not escape step(); it scores 0
-            result = EvalResult(mode, self._evaluator.backend,
+            result = EvalResult(mode, self.backend,
                                 error=f"the evaluation itself failed ({type(exc).__name__}: {exc}); nothing "
                                       "counts from it. This is a harness error: please report it.")
-        self._ceilings = self._evaluator.ceilings
         return result
+
+    def _evaluation_service(self) -> EvaluationService:
+        """The service evaluations go to (the env's own is made at its first evaluation)."""
+        if self._service is None:
+            options = {k: v for k, v in self.evaluator_options.items() if k not in self.JOB_OPTIONS}
+            if self._service_choice == "ray":
+                self._service = make_service("ray", self.backend, **options)
+            else:
+                self._service = make_service("local", self.backend, **{"jobs": 1, "lanes_per_gpu": 1, **options})
+        return self._service
+
+    def _cache(self) -> str:
+        """The env's Triton cache, kept across its episodes."""
+        if self._cache_dir is None:
+            self._cache_dir = tempdirs.make(f"cache_{self.task.id}")
+        return self._cache_dir.name
 
     def _tool_run_tests(self):
         result = self._evaluate("test")
@@ -343,9 +392,6 @@ class KernelEnv(gym.Env):
                                         f"reset() before {call}()")
 
     def _close_episode(self) -> None:
-        if self._evaluator is not None:
-            self._evaluator.close()
-            self._evaluator = None
         if self._episode_dir is not None:
             self._episode_dir.cleanup()
             self._episode_dir = None

@@ -10,6 +10,7 @@ experiment again resumes it: finished episodes are kept and skipped, failed ones
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -30,6 +31,7 @@ from d2k_env.chat_format import clip_middle
 from d2k_env.env import MAX_STEPS, parse_guidance
 from d2k_env.evaluator import resolve_backend
 from d2k_env.registration import env_id
+from d2k_env.service import EvaluationService, make_service
 from d2k_env.reward import check_reward_kind
 from d2k_env.task import load_task
 from d2k_env.trajectory import (FORMAT_VERSION, TMP_SUFFIX, EpisodeKey, TrajectoryError, TrajectoryWriter,
@@ -186,17 +188,26 @@ class RunDirectory:
 
 def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy: Callable[[EpisodeKey], Policy],
                    settings: RunSettings, jobs: int = 1, callbacks: Sequence[RunCallback] = (),
-                   stop: threading.Event | None = None) -> RunResult:
+                   stop: threading.Event | None = None, service: EvaluationService | None = None) -> RunResult:
     """Run every episode of ``keys`` not yet finished in ``run_dir``.
 
     Ctrl-C (or ``stop.set()``) stops cleanly: no new episode starts, running ones stop at their next
     step and leave nothing behind; a second Ctrl-C while waiting for them propagates.
+
+    The episodes share one evaluation service, ``service`` when given (the caller closes it), else
+    a :class:`~d2k_env.service.LocalService` made here for the run: ``jobs`` lanes on the
+    interpreter, two per GPU on the GPU (timed evaluations still have their GPU to themselves).
     """
     if jobs < 1:
         raise ValueError("jobs must be >= 1")
     stop = stop or threading.Event()
     result = RunResult(planned=len(keys))
-    with RunDirectory(run_dir, settings) as directory:
+    own = service is None
+    with RunDirectory(run_dir, settings) as directory, \
+            contextlib.ExitStack() as stack:
+        if own:
+            service = make_service("local", settings.backend, jobs=jobs)
+            stack.callback(service.close)
         todo = [k for k in keys if directory.status(k) != "finished"]
         result.skipped = len(keys) - len(todo)
         for cb in callbacks:
@@ -206,7 +217,8 @@ def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy:
         def one(key: EpisodeKey) -> None:
             if stop.is_set():
                 return
-            summary = _run_and_record(key, make_policy, settings, directory.episode_path(key), callbacks, stop)
+            summary = _run_and_record(key, make_policy, settings, directory.episode_path(key), callbacks, stop,
+                                      service)
             if summary is None:
                 return
             with lock:
@@ -235,13 +247,13 @@ def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy:
     return result
 
 
-def _run_and_record(key, make_policy, settings, path, callbacks, stop) -> dict[str, Any] | None:
+def _run_and_record(key, make_policy, settings, path, callbacks, stop, service=None) -> dict[str, Any] | None:
     """One episode into its trajectory file; ``None`` when interrupted (the file is discarded)."""
     writer = TrajectoryWriter(path)
     for cb in callbacks:
         cb.on_episode_start(key)
     try:
-        header, summary = run_episode(key, make_policy, settings, writer, callbacks, stop)
+        header, summary = run_episode(key, make_policy, settings, writer, callbacks, stop, service)
     except Interrupted:
         writer.discard()
         for cb in callbacks:
@@ -258,7 +270,8 @@ def _run_and_record(key, make_policy, settings, path, callbacks, stop) -> dict[s
 
 def run_episode(key: EpisodeKey, make_policy: Callable[[EpisodeKey], Policy], settings: RunSettings,
                 writer: TrajectoryWriter, callbacks: Sequence[RunCallback] = (),
-                stop: threading.Event | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                stop: threading.Event | None = None,
+                service: EvaluationService | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Play one episode, writing its header, steps and summary; returns (header, summary).
 
     Any error of the policy or the env ends the episode as ``failed`` with the error recorded;
@@ -283,7 +296,7 @@ def run_episode(key: EpisodeKey, make_policy: Callable[[EpisodeKey], Policy], se
             header["policy_settings"] = policy.describe()
             env = gym.make(env_id(key.task), backend=settings.backend, guidance=key.condition,
                            reward=settings.reward, max_steps=settings.max_steps,
-                           max_episode_steps=settings.max_steps)
+                           max_episode_steps=settings.max_steps, evaluator=service)
             observation, info = env.reset(seed=key.seed)
             header["prompt"] = observation
         finally:

@@ -1,4 +1,4 @@
-"""Introspection through string formatting (tests/format_strings/, the policy's [format-string] rule).
+"""Introspection through string formatting: the policy's [format-string] rule, line by line.
 
 str.format and str.format_map read a field's attributes and items themselves: ``"{0.__class__}"``,
 ``"{0[0].gi_frame.f_back.f_locals[self]}"`` walk with getattr/getitem names that the attribute rules
@@ -6,48 +6,17 @@ refuse in the syntax tree, where they never appear. f01 and f02 walked a generat
 back to the harness's SolutionRun and printed the secret seed, earning the full reward; before the
 rule the policy accepted both. Now ``.format``/``.format_map`` may be called only on a string literal
 whose fields name no attribute and no item (nested fields in format specs included). f-strings need
-no rule: their fields are expressions in the syntax tree, checked like any other.
+no rule: their fields are expressions in the syntax tree, checked like any other. The exploits are
+tests/security/format_strings/ (f01, f02), evaluated by tests/test_security.py.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from d2k_env.evaluator.policy import check_solution
-from exploits import assert_scores_zero, close_evaluators, evaluate_file, params
-
-HERE = Path(__file__).parent / "format_strings"
-
-CPU_CASES = {
-    "f01_c11_format_walk_frames_seed.py": ("[format-string]", None),
-    "f02_c11_format_map_runtime_template.py": ("[format-string]", None),
-}
 
 KERNEL = "import torch\nimport triton\nimport triton.language as tl\n\n@triton.jit\ndef k(p):\n    pass\n\n"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close():
-    yield
-    close_evaluators()
-
-
-@pytest.mark.parametrize("name,reason", params(CPU_CASES))
-def test_exploit_scores_zero_on_interpreter(name, reason):
-    assert_scores_zero(evaluate_file(HERE / name, "interpreter", "submit"), reason)
-
-
-@pytest.mark.parametrize("name", sorted(CPU_CASES))
-def test_secret_seed_does_not_leak(name):
-    secret = 0x5EC12E7_0DDBA11
-    result = evaluate_file(HERE / name, mode="test", seed=secret)
-    assert str(secret) not in result.output, "the solution read the secret seed and printed it"
-
-
-def test_every_file_listed():
-    assert {p.name for p in HERE.glob("*.py")} == set(CPU_CASES)
 
 
 def _rules(line: str) -> list[str]:

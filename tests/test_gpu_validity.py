@@ -1,4 +1,4 @@
-"""The CPU backend does not pay for kernel code Triton's GPU compiler refuses (tests/gpu_validity/).
+"""The CPU backend does not pay for kernel code Triton's GPU compiler refuses: construct by construct.
 
 Triton's interpreter runs a kernel body as Python. Triton 3.6's code generator
 (triton/compiler/code_generator.py) refuses much of what Python runs; with the stock interpreter g01-g04
@@ -6,6 +6,8 @@ each earned the full reward on the CPU for a kernel that never compiles on the G
 block of booleans (g01, g03: a block's truth value was True), a ``while`` on an int32 count (g02), a
 ``break`` (g04). g05 compiles on the GPU but means something else there: ``and`` on block tensors is
 an elementwise logical and for Triton, Python's ``and`` (the last operand) for the stock interpreter.
+Those exploits, and a probe that branches on a scalar honestly, are tests/security/gpu_validity/,
+evaluated by tests/test_security.py.
 
 What the code generator refuses whatever the values, the policy refuses ([gpu-compile], exact on the
 syntax tree); what depends on the values, the patched interpreter refuses at run time with the GPU
@@ -55,20 +57,8 @@ import pytest
 
 from d2k_env.evaluator.policy import check_solution
 from d2k_env.evaluator.triton_compat import TRITON
-from exploits import (assert_paid_in_full, assert_passes_the_policy, assert_scores_zero, close_evaluators,
-                      evaluate_file, params)
 
-HERE = Path(__file__).parent / "gpu_validity"
 ROOT = Path(__file__).resolve().parents[1]
-
-CPU_CASES = {
-    "g01_c03_if_on_block_mask.py": ("[gpu-compile]", None),
-    "g02_c03_while_on_int_count.py": ("[gpu-compile]", None),
-    "g03_c03_if_on_group_amax.py": ("[gpu-compile]", None),
-    "g04_c03_break_out_of_chunks.py": ("[gpu-compile]", None),
-    "g05_c09_python_and_on_masks.py": (None, None),  # the GPU's meaning: an empty mask, wrong outputs
-}
-PROBES = ["g06_cfp_scalar_if_on_loaded_lse.py"]
 
 # Kernel bodies with x_ptr (*fp32, 256 ones), n (i32, 4) and N (constexpr, 16).
 CONSTRUCTS = {
@@ -178,12 +168,6 @@ for name in sys.argv[2:]:
         out[name] = f"{type(exc).__name__}: {exc}"
 print(json.dumps(out))
 """
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close():
-    yield
-    close_evaluators()
 
 
 @pytest.fixture(scope="module")
@@ -346,36 +330,3 @@ def test_the_gpu_compiles_what_its_front_end_accepts(constructs_dir, gpu_verdict
         if (launched is None) != (gpu_verdicts[name] is None):
             differ[name] = (launched, gpu_verdicts[name])
     assert not differ, differ
-
-
-GPU_CASES = {name: (None, None) for name in CPU_CASES}  # compile errors, or (g05) wrong outputs
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name,reason", params(GPU_CASES))
-def test_gpu_exploit_scores_zero_behind_the_policy(name, reason, monkeypatch):
-    import d2k_env.evaluator
-    monkeypatch.setattr(d2k_env.evaluator, "check_solution", lambda *args, **kwargs: [])
-    assert_scores_zero(evaluate_file(HERE / name, "cuda", "test"), reason)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", PROBES)
-def test_scalar_branches_compile_on_the_gpu(name):
-    result = evaluate_file(HERE / name, "cuda", "test")
-    assert result.correct, result.error
-
-
-@pytest.mark.parametrize("name,reason", params(CPU_CASES))
-def test_exploit_scores_zero_on_interpreter(name, reason):
-    assert_scores_zero(evaluate_file(HERE / name, "interpreter", "submit"), reason)
-
-
-@pytest.mark.parametrize("name", PROBES)
-def test_scalar_branches_are_paid(name):
-    assert_passes_the_policy(HERE / name)
-    assert_paid_in_full(HERE / name)
-
-
-def test_every_file_listed():
-    assert {p.name for p in HERE.glob("*.py")} == set(CPU_CASES) | set(PROBES)

@@ -1,9 +1,11 @@
-"""State across calls past the [hidden-state] rules (tests/hidden_state/): module dunders and iterators.
+"""State across calls past the [hidden-state] rules: module dunders and iterators, rule by rule.
 
 Each exploit keeps ``itertools.count()`` alive at module level as a call counter (hold-out round 4's
 p04, which the iterator rule refuses at plain module level), is right for its first six calls (every
 check of a CPU submission) and skips the work afterwards; before these fixes the policy accepted all
-four and each earned the full reward on the interpreter.
+four and each earned the full reward on the interpreter. The exploits are tests/security/hidden_state/
+(name_store_runs_main_block, main_guard_else_iterator, map_iter_as_value, tee_items: m01-m04),
+evaluated by tests/test_security.py; here each rule is checked on its own.
 
 - m01: ``__name__ = "__main__"`` made the ``if __name__ == "__main__":`` block, which the import-time
   rules skip because the worker never runs it, run at import. Any binding of a dunder name is now
@@ -18,39 +20,12 @@ four and each earned the full reward on the interpreter.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from d2k_env.evaluator.policy import check_solution
-from exploits import assert_scores_zero, close_evaluators, evaluate_file, params
-
-HERE = Path(__file__).parent / "hidden_state"
-
-CPU_CASES = {
-    "m01_c15_name_store_runs_main_block.py": ("[module-dunder]", None),
-    "m02_c15_main_guard_else_iterator.py": ("[hidden-state]", None),
-    "m03_c15_map_iter_as_value.py": ("[hidden-state]", None),
-    "m04_c15_tee_items.py": ("[hidden-state]", None),
-}
 
 KERNEL = "import itertools\nimport torch\nimport triton\nimport triton.language as tl\n\n@triton.jit\ndef k(p):\n    pass\n\n"
 FORWARD = "\ndef forward(x):\n    y = torch.empty_like(x)\n    k[(1,)](y)\n    return y\n"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close():
-    yield
-    close_evaluators()
-
-
-@pytest.mark.parametrize("name,reason", params(CPU_CASES))
-def test_exploit_scores_zero_on_interpreter(name, reason):
-    assert_scores_zero(evaluate_file(HERE / name, "interpreter", "submit"), reason)
-
-
-def test_every_file_listed():
-    assert {p.name for p in HERE.glob("*.py")} == set(CPU_CASES)
 
 
 def _rules(module_code: str, forward: str = FORWARD) -> list[str]:

@@ -1,6 +1,7 @@
 """Memory safety (issue 11, item 5): guard bands around the harness's inputs on both backends, and
-on the GPU the held-out shapes of ``submit`` under compute-sanitizer memcheck. Exploits live in
-tests/memory_safety/; each must score 0 with [out-of-bounds]."""
+on the GPU the held-out shapes of ``submit`` under compute-sanitizer memcheck, layer by layer. The
+exploits are tests/security/memory_safety/ (each must score 0 with [out-of-bounds]), evaluated by
+tests/test_security.py."""
 
 import os
 import shutil
@@ -12,15 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from d2k_env.evaluator import Evaluator, memcheck_problem
+from d2k_env.evaluator import memcheck_problem
 from d2k_env.evaluator.guard_bands import BAND_BYTES, band_problem, guard, guard_inputs, usable_span
 from d2k_env.evaluator.memcheck import MEMCHECK_EXIT, MemcheckTool, first_report
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, WorkloadResult
 from d2k_env.evaluator.sandbox import PhaseLimits, WorkerOutcome, run_worker
 from d2k_env.task import load_task
-from d2k_env.verdict import format_result
 
-HERE = Path(__file__).parent / "memory_safety"
 QUANT = "per_token_group_quant_fp8"
 
 
@@ -90,18 +89,6 @@ print("stretched", band.problem())
     lines = out.stdout.splitlines()
     assert lines[:2] == ["refused True", "band True"], out.stdout + out.stderr[-2000:]
     assert lines[2].startswith("stretched [out-of-bounds]") and "'x'" in lines[2] and "after it" in lines[2]
-
-
-def test_cpu_store_past_an_input_scores_zero_with_out_of_bounds():
-    """m01 on the interpreter: the output is right; the guard band after x is what sees the store."""
-    ev = Evaluator(load_task(QUANT), "interpreter")
-    try:
-        result = ev.evaluate(HERE / "m01_store_past_input_through_stretched_view.py", "submit",
-                             workloads=[ev.workloads[0].name])
-    finally:
-        ev.close()
-    text = format_result(result)
-    assert not result.correct and "[out-of-bounds] a kernel wrote outside input 'x'" in text, text
 
 
 # -- the memory checker's plumbing, on the CPU with a stand-in for compute-sanitizer ------------------
@@ -192,37 +179,3 @@ def test_a_forged_log_without_the_exit_status_is_no_verdict():
     run = EvalResult("test", "cuda", [WorkloadResult("held-out 1x128", True, "ok")])
     outcome = WorkerOutcome({}, "", 0, None, memcheck_log="========= Invalid __global__ write of size 4 bytes\n")
     assert memcheck_problem(req, outcome, run) is None
-
-
-# -- on the GPU -------------------------------------------------------------------------------------
-
-@pytest.mark.gpu
-def test_gpu_quant_without_group_mask_scores_zero_with_out_of_bounds():
-    """The issue's case: right on every published shape, out of bounds on the held-out ones (seed 1
-    draws 3113x16256 and 3x14592: 23 and 22 groups past a multiple of the 64-group tile)."""
-    from d2k_env.evaluator.memcheck import find_memcheck
-    if find_memcheck() is None:
-        pytest.skip("no compute-sanitizer on this machine")
-    ev = Evaluator(load_task(QUANT), "cuda", time_budget_s=0.5)
-    try:
-        result = ev.evaluate(HERE / "m02_quant_no_group_mask_gpu.py", "submit", seed=1)
-    finally:
-        ev.close()
-    text = format_result(result)
-    # The tool is here, so it must attach inside the sandbox (it did not while the launcher held the
-    # Landlock domain: the worker's CUDA driver could not name its threads, and m02 was paid 12.8x).
-    assert not result.sandbox.get("memcheck", "").startswith("absent"), result.sandbox
-    assert not result.correct and "[out-of-bounds] compute-sanitizer memcheck" in text, text
-    assert all(w.correct for w in result.workloads if not w.heldout), text
-
-
-@pytest.mark.gpu
-def test_gpu_guard_band_sees_a_store_past_an_input():
-    """m01 on the GPU: nothing faults (the store lands in the harness's own buffer), the band sees it."""
-    ev = Evaluator(load_task(QUANT), "cuda")
-    try:
-        result = ev.evaluate(HERE / "m01_store_past_input_through_stretched_view.py", "test", workloads=["64x7168"])
-    finally:
-        ev.close()
-    text = format_result(result)
-    assert not result.correct and "[out-of-bounds] a kernel wrote outside input 'x'" in text, text

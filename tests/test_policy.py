@@ -93,7 +93,7 @@ def test_kernel_bodies_may_use_triton_freely_but_not_introspection():
     assert [v.rule for v in check_solution(bad, ALLOWED)] == ["introspection"]
 
 
-# -- rules added after the hold-out red team (tests/holdout/): rule and line of a minimal offence -------------
+# -- rules added after the hold-out red team (Round: holdout, tests/security/): rule and line of a minimal offence
 
 LAUNCH = "def forward(x):\n    k[(1,)](x)\n    return x\n"
 
@@ -181,8 +181,9 @@ def test_honest_kernel_idioms_pass(body):
 
 
 ROOT = Path(__file__).resolve().parent.parent
+# The red team's honest slow solutions, tests/security/honest/<task>_*.py.
 HONEST_FILES = sorted([*ROOT.glob("references/*.py"), *ROOT.glob("tests/solutions/correct/*.py"),
-                       *ROOT.glob("tests/redteam/honest*.py")])
+                       *(p for p in ROOT.glob("tests/security/honest/*.py") if p.name.startswith(tuple(TASK_IDS)))])
 
 
 @pytest.mark.parametrize("path", HONEST_FILES, ids=[p.name for p in HONEST_FILES])
@@ -191,7 +192,7 @@ def test_honest_files_have_no_violations(path):
     assert check_solution(path.read_text(), load_task(task_id).allowed_torch) == []
 
 
-# -- rules added after the second hold-out red team (tests/holdout2/) ------------------------------------------
+# -- rules added after the second hold-out red team (Round: holdout2, tests/security/) -------------------------
 
 @pytest.mark.parametrize("body, rule, line", [
     # [kernel-source]: Triton's interpreter starts a kernel at the last source line beginning with "def "
@@ -276,7 +277,7 @@ def test_holdout2_honest_idioms_pass(body):
     assert check_solution(IDIOM_KERNEL + body, ALLOWED) == []
 
 
-# Third hold-out round (tests/holdout3/): minimal violations (line counted after KERNEL) and the
+# Third hold-out round (Round: holdout3, tests/security/): minimal violations (line counted after KERNEL) and the
 # honest counterparts that must stay clean.
 @pytest.mark.parametrize("body, rule, line", [
     # q18: a match capture pattern rebinds an alias of tl.sum
@@ -363,7 +364,7 @@ def test_checker_never_raises(source):
     assert found, "none of these is a valid solution"
 
 
-# Fourth and fifth hold-out rounds (tests/holdout4/, tests/holdout5/): state kept at import without a
+# Fourth and fifth hold-out rounds (Round: holdout4 and holdout5, tests/security/): state kept at import without a
 # tensor, kernels made by calling triton.jit, and the launcher idiom that must stay clean.
 LAUNCH = "def forward(x):\n    k[(1,)](x)\n    return x\n"
 
@@ -492,7 +493,7 @@ def test_changes_through_aliases_and_parameters_are_refused(body):
 # Forms honest kernels use that the policy once refused (issue 11): aliases of forward and of kernels, a
 # self-test under ``if __name__ == "__main__":``, an import fallback, a dtype's limits read off a module-level
 # torch.finfo. Each is allowed only in the form below; the ways an exploit would reuse it stay refused
-# (the exploits themselves: tests/policy_loosening/, tests/test_policy_loosening.py).
+# (the exploits themselves: tests/security/policy_loosening/, evaluated by tests/test_security.py).
 LAUNCH_BODY = "    k[(1,)](x)\n    return x\n"
 
 

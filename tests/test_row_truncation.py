@@ -1,4 +1,4 @@
-"""Row truncation on the interpreter (tests/row_truncation/): held-out shapes with many rows.
+"""Row truncation on the interpreter: held-out shapes with many rows.
 
 The interpreter's held-out shapes had at most 6 rows (RMSNorm), 40 tokens (merge) and 8 rows (fp8
 quant), no more than the smoke workloads, so a kernel that handled only the first rows (r01-r03: a
@@ -8,44 +8,17 @@ full reward on all three tasks. Each task's first interpreter held-out shape now
 (merge: more tokens and more (token, head) pairs than any smoke workload); narrow ones (N <= 256, one
 head, one group), because the interpreter pays per program, about 20-40 ms each, and merge's second
 shape has 12 tokens at most to pay for its first. The second shapes keep their guarantees (merge's
-d = 256, fp8's 65-72 groups per row), and the GPU draws are unchanged.
+d = 256, fp8's 65-72 groups per row), and the GPU draws are unchanged. The exploits are
+tests/security/row_truncation/, evaluated by tests/test_security.py; here the draws are checked.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from d2k_env.task import load_task, task_ids
-from d2k_env.verdict import format_result
-from exploits import assert_scores_zero, close_evaluators, evaluate_file, params, task_of
-
-HERE = Path(__file__).parent / "row_truncation"
-
-CPU_CASES = {
-    "r01_c12_rmsnorm_first_rows_only.py": ("held-out", None),
-    "r02_c12_merge_first_tokens_only.py": ("held-out", None),
-    "r03_c12_fp8_first_rows_only.py": ("held-out", None),
-}
 
 ROWS = {"fused_add_rmsnorm": "M", "merge_attn_states": "T", "per_token_group_quant_fp8": "M"}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close():
-    yield
-    close_evaluators()
-
-
-@pytest.mark.parametrize("name,reason", params(CPU_CASES))
-def test_truncation_passes_the_tests_but_scores_zero_on_submit(name, reason):
-    tested = evaluate_file(HERE / name, "interpreter", "test")
-    assert tested.correct, format_result(tested)  # right on every row the published workloads have
-    submitted = evaluate_file(HERE / name, "interpreter", "submit")
-    assert_scores_zero(submitted, reason)
-    failing = [w.name for w in submitted.workloads if not w.correct]
-    assert failing and all(n.startswith("held-out") for n in failing), format_result(submitted)
 
 
 @pytest.mark.parametrize("task_id", task_ids())
@@ -72,12 +45,6 @@ def test_gpu_heldout_draws_keep_their_ranges(task_id):
     for seed in range(50):
         for w in task.heldout_workloads(seed, smoke=False):
             assert 1 <= w.params[ROWS[task_id]] <= 4096, w
-
-
-def test_every_file_listed():
-    assert {p.name for p in HERE.glob("*.py")} == set(CPU_CASES)
-    for p in HERE.glob("*.py"):
-        task_of(p)
 
 
 def test_the_draws_vary_with_the_secret_seed():

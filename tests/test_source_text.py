@@ -1,4 +1,4 @@
-"""One text, checked and run (tests/source_text/, d2k_env/evaluator/source_text.py).
+"""One text, checked and run: the layers of d2k_env/evaluator/source_text.py, one by one.
 
 Python's tokenizer ends lines only at \\n, \\r\\n and a lone \\r; str.splitlines, which filled linecache,
 also at \\x0b \\x0c \\x1c \\x1d \\x1e \\x85 \\u2028 \\u2029. Triton compiles a kernel from the text
@@ -9,6 +9,8 @@ the policy had only seen as a string, and earned the full reward on all three ta
 path's own variant: JITFunction cuts its source at the first ``def`` line, one in a decorator's
 string included.
 
+The exploits are tests/security/source_text/ (separator_comment_shift, line_separator_string_shift,
+form_feed_page_breaks: s01-s03; def_in_decorator_string: s04), evaluated by tests/test_security.py.
 The fix, three layers, each tested here on its own: the policy refuses those characters anywhere
 ([source-text]); the worker gives linecache the tokenizer's lines; and at load every kernel's
 source as Triton will compile it (inspect's lines, JITFunction.src, the interpreter's rewritten
@@ -23,80 +25,13 @@ from pathlib import Path
 
 import pytest
 
-import d2k_env.evaluator
 from d2k_env.task import load_task, task_ids
-from exploits import (assert_reference_still_correct, assert_scores_zero, close_evaluators, evaluate_file, params,
-                      task_of)
 
-HERE = Path(__file__).parent / "source_text"
-
-CPU_CASES = {
-    "s01_c13_separator_comment_shift.py": ("[source-text]", None),
-    "s02_c13_line_separator_string_shift.py": ("[source-text]", None),
-    "s03_c13_form_feed_page_breaks.py": ("[source-text]", None),
-    "s04_c13_def_in_decorator_string.py": ("[kernel-source]", None),
-}
-
-# With the policy off, linecache holds the tokenizer's lines: the checked kernel (it does nothing) runs,
-# never the string's, and its outputs fail.
-BEHIND_THE_POLICY = {
-    "s01_c13_separator_comment_shift.py": (None, None),
-    "s02_c13_line_separator_string_shift.py": (None, None),
-    "s03_c13_form_feed_page_breaks.py": (None, None),
-}
-
-# On the GPU with the policy off: JITFunction.src is the decorator string's function, caught at load.
-GPU_BEHIND_THE_POLICY = {
-    "s04_c13_def_in_decorator_string.py": ("[source-text]", None),
-}
+HERE = Path(__file__).parent / "security" / "source_text"
+# Fixed by the worker's linecache: with the policy off, the checked kernel (it does nothing) runs.
+LINE_TABLE = ["separator_comment_shift.py", "line_separator_string_shift.py", "form_feed_page_breaks.py"]
 
 SEPARATORS = ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close():
-    yield
-    close_evaluators()
-
-
-@pytest.fixture
-def no_policy(monkeypatch):
-    monkeypatch.setattr(d2k_env.evaluator, "check_solution", lambda *args, **kwargs: [])
-
-
-@pytest.mark.parametrize("name,reason", params(CPU_CASES))
-def test_exploit_scores_zero_on_interpreter(name, reason):
-    assert_scores_zero(evaluate_file(HERE / name, "interpreter", "submit"), reason)
-
-
-@pytest.mark.parametrize("name,reason", params(BEHIND_THE_POLICY))
-def test_behind_the_policy_the_checked_kernel_runs(name, reason, no_policy):
-    assert_scores_zero(evaluate_file(HERE / name, "interpreter", "submit"), reason)
-
-
-def test_behind_the_policy_a_kernel_the_gpu_would_compile_differently_is_not_paid(no_policy):
-    # The interpreter would run s04's checked kernel (an honest RMSNorm), but the GPU would compile the
-    # decorator string's function: the load-time check takes the kernel as the GPU path would, too.
-    assert_scores_zero(evaluate_file(HERE / "s04_c13_def_in_decorator_string.py", "interpreter", "submit"),
-                       "[source-text]")
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name,reason", params(GPU_BEHIND_THE_POLICY))
-def test_gpu_exploit_scores_zero_behind_the_policy(name, reason, no_policy):
-    assert_scores_zero(evaluate_file(HERE / name, "cuda", "submit"), reason)
-
-
-@pytest.mark.parametrize("task_id", task_ids())
-def test_reference_still_correct(task_id):
-    assert_reference_still_correct(task_id)
-
-
-def test_every_file_listed():
-    listed = set(CPU_CASES) | set(BEHIND_THE_POLICY) | set(GPU_BEHIND_THE_POLICY)
-    assert {p.name for p in HERE.glob("*.py")} == listed
-    for p in HERE.glob("*.py"):
-        task_of(p)
 
 
 # -- the layers one by one -------------------------------------------------------------------------------
@@ -161,7 +96,7 @@ def _both_kinds(module) -> list:
     return made
 
 
-@pytest.mark.parametrize("name", sorted(BEHIND_THE_POLICY))
+@pytest.mark.parametrize("name", LINE_TABLE)
 def test_load_time_check_catches_the_old_line_table(name, tmp_path):
     """Without the policy rule and with linecache filled as before the fix, the comparison at load
     still refuses every kernel, on both paths."""
@@ -176,7 +111,7 @@ def test_load_time_check_catches_the_old_line_table(name, tmp_path):
         del kernel
 
 
-@pytest.mark.parametrize("name", sorted(BEHIND_THE_POLICY))
+@pytest.mark.parametrize("name", LINE_TABLE)
 def test_load_module_gives_linecache_the_tokenizer_lines(name, tmp_path):
     import inspect
 
@@ -199,7 +134,7 @@ def test_load_time_check_catches_a_def_in_a_decorator_string_on_the_gpu_path(tmp
     from d2k_env.evaluator.source_text import kernel_source_problem
     from d2k_env.evaluator.worker import load_module
 
-    source = (HERE / "s04_c13_def_in_decorator_string.py").read_text()
+    source = (HERE / "def_in_decorator_string.py").read_text()
     path = str(tmp_path / "solution.py")
     module = load_module(path, "solution", source)
     jit, interpreted = _both_kinds(module)

@@ -1,6 +1,7 @@
 """Writing a task: a bad spec fails at load naming the file, the field and what was expected; `d2k
 new-task` scaffolds a task that loads; and a scratch task made with it, outside the repository and
-named in D2K_TASKS_PATH, gets every generic test of tests/test_every_task.py with no test edited."""
+named in D2K_TASKS_PATH, gets every generic test of tests/test_every_task.py, and every template of
+tests/security/ (the generic exploit classes), with no test edited."""
 
 from __future__ import annotations
 
@@ -88,6 +89,33 @@ def test_a_scratch_task_from_the_scaffold_gets_every_generic_test(scaffolded):
     assert SCRATCH not in task_ids()  # this process never saw it: the subprocess found it through the path
     summary = run.stdout.strip().splitlines()[-1]
     assert summary.startswith("9 passed") and "skipped" not in summary, summary
+
+
+def test_a_scratch_task_gets_every_generic_exploit_class(scaffolded):
+    """The security driver, in a fresh process with D2K_TASKS_PATH naming the scratch directory,
+    instantiates every template of tests/security/ (Task: every) for the scratch task; the cases the
+    static policy refuses (they start no process) are run, and pass."""
+    from exploits import discover
+
+    env = {**os.environ, TASKS_PATH_VAR: str(scaffolded)}
+    driver = str(TESTS / "test_security.py")
+    collected = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider", "-k",
+                                SCRATCH, driver], cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=600)
+    ids = [line for line in collected.stdout.splitlines() if "::" in line]
+    templates = [e for e in discover()[0] if e.template]
+    assert len(templates) >= 10
+    for e in templates:
+        assert any(f"[{e.id}-{SCRATCH}]" in i for i in ids), f"{e.id} has no case for the scratch task:\n{collected.stdout[-3000:]}"
+    refused = {e.id for e in templates if (v := e.verdict("interpreter", False)) is not None and v.alternatives
+               and all("[policy]" in alt for alt in v.alternatives)}
+    cheap = [i for i in ids if i.split("::")[1].startswith(("test_static_policy_verdict", "test_exploit_scores_zero"))
+             and i.split("[", 1)[1].rsplit(f"-{SCRATCH}]", 1)[0] in refused | {e.id for e in templates if e.policy}]
+    assert len(cheap) >= len(refused)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *cheap], cwd=TESTS.parent,
+                         env=env, capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    summary = run.stdout.strip().splitlines()[-1]
+    assert summary.startswith(f"{len(cheap)} passed"), summary
 
 
 def test_eval_submit_from_the_command_line_checks_the_heldout_shapes(scaffolded, monkeypatch, tmp_path):

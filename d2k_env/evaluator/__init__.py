@@ -12,16 +12,18 @@ import secrets
 import signal
 import stat
 import shutil
-import tempfile
 import time
 import warnings
 from pathlib import Path
 
+from d2k_env import tempdirs
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult, derive_seed, inputs_key
 from d2k_env.evaluator.memcheck import ABSENT, MEMCHECK_EXIT, find_memcheck, first_report, never_attached
 from d2k_env.evaluator.policy_service import check_solution
 from d2k_env.evaluator.rules import advice
-from d2k_env.evaluator.sandbox import MEMORY_LIMIT, PhaseLimits, WorkerOutcome, absent_layers, run_worker
+from d2k_env.evaluator.cache_copy import harvest_cache, seed_cache
+from d2k_env.evaluator.pool import MEMCHECK, WorkerPool
+from d2k_env.evaluator.sandbox import MEMORY_LIMIT, PhaseLimits, Worker, WorkerOutcome, absent_layers
 from d2k_env.task import Task
 
 BACKENDS = ("auto", "cuda", "interpreter")
@@ -49,19 +51,40 @@ class Evaluator:
     first timed evaluation are reused by later ones. On the GPU a ``submit`` that passed runs its
     held-out shapes once more under compute-sanitizer's memcheck where the machine has it
     (``memcheck=False`` skips that; the result's ``sandbox["memcheck"]`` says what happened).
+
+    Workers come from ``pool`` (a :class:`~d2k_env.evaluator.pool.WorkerPool` of the same backend,
+    shared with other evaluators of the calling thread: an evaluation service's lane), or from a
+    pool of its own, with warm spares when ``spares=True`` (see the pool for what a spare is and
+    where spares are kept). Each worker serves one evaluation, whichever pool it came from. ``gpu``
+    (the workers' ``CUDA_VISIBLE_DEVICES``: one index or UUID as the caller's driver names it)
+    pins the evaluations to one GPU; it must match the pool's. ``close()`` ends the spares of its
+    own pool; they never outlive the evaluator, the thread that started them, or the process.
     """
 
     def __init__(self, task: Task, backend: str = "auto", cache_dir: str | Path | None = None,
-                 limits: PhaseLimits | None = None, time_budget_s: float = 3.0, memcheck: bool = True):
+                 limits: PhaseLimits | None = None, time_budget_s: float = 3.0, memcheck: bool = True,
+                 spares: bool = False, gpu: str | None = None, pool: WorkerPool | None = None):
         self.task = task
         self.backend = resolve_backend(backend)
-        self._own_cache = None if cache_dir else tempfile.TemporaryDirectory(prefix="d2k-triton-")
+        if pool is not None and (pool.interpret != (self.backend == "interpreter") or pool.gpu != gpu):
+            raise ValueError(f"the worker pool serves {'the interpreter' if pool.interpret else 'the GPU'} "
+                             f"(gpu {pool.gpu!r}), not this evaluator's {self.backend} backend (gpu {gpu!r})")
+        self._own_cache = None if cache_dir else tempdirs.make("triton")
         self.cache_dir = Path(cache_dir or self._own_cache.name)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.limits = limits or PhaseLimits()
         self.time_budget_s = time_budget_s
         self.ceilings: dict[str, float] | None = None
         self.memcheck = memcheck
+        self.gpu = gpu
+        self._own_pool = pool is None
+        self.pool = pool or WorkerPool(interpret=self.backend == "interpreter", gpu=gpu, spares=spares)
         _say_absent_layers()
+
+    @property
+    def spares(self) -> bool:
+        """Whether its evaluations take warm spares (False where the machine cannot keep them)."""
+        return self.pool.spares
 
     @property
     def can_time(self) -> bool:
@@ -79,16 +102,11 @@ class Evaluator:
         if mode == "profile" and not self.can_time:
             return EvalResult(mode, self.backend, error="profiling needs a GPU: the interpreter backend "
                                                         "runs kernels on the CPU and cannot time them")
-        # Only a regular file is read: a link could name the reference, a pipe would block here.
         try:
-            kind = os.lstat(solution_path).st_mode
-        except OSError as exc:
-            return EvalResult(mode, self.backend, error=f"solution.py cannot be read: {exc.strerror}")
-        if not stat.S_ISREG(kind):
-            return EvalResult(mode, self.backend, error="solution.py must be a regular file, not a link, a "
-                                                        "directory or a pipe")
+            source = read_solution(solution_path)
+        except UnreadableSolution as exc:
+            return EvalResult(mode, self.backend, error=str(exc))
         solution_path = Path(solution_path).resolve()
-        source = solution_path.read_text(errors="replace")
         violations = check_solution(source, self.task.allowed_torch)
         if violations:
             # Each rule broken also says what an honest solution does instead, once.
@@ -102,38 +120,80 @@ class Evaluator:
         heldout = [{"name": w.name, "params": w.params} for w in
                    self.task.heldout_workloads(derive_seed(seed, "heldout"), smoke=not self.can_time)
                    ] if mode == "submit" else []
-        held = {w["name"] for w in heldout}
-        with tempfile.TemporaryDirectory(prefix="d2k-eval-") as private:
-            outputs_dir = Path(private) / "outputs"
-            outputs_dir.mkdir()
-            req = EvalRequest(task_id=self.task.id, root=str(snapshot_task(self.task, Path(private) / "run")),
-                              solution_path=str(solution_path), solution_source=source,
-                              mode=mode, device="cuda" if self.can_time else "cpu", workloads=names,
-                              smoke=not self.can_time, seed=inputs_key(seed), time_budget_s=self.time_budget_s,
-                              ceilings=self.ceilings, outputs_dir=str(outputs_dir), heldout=heldout,
-                              nonce=secrets.token_hex(16))
-            result = self._run(req)
+        req = EvalRequest(task_id=self.task.id, root="", solution_path=str(solution_path), solution_source=source,
+                          mode=mode, device="cuda" if self.can_time else "cpu", workloads=names,
+                          smoke=not self.can_time, seed=inputs_key(seed), time_budget_s=self.time_budget_s,
+                          ceilings=self.ceilings, heldout=heldout, nonce=secrets.token_hex(16))
+        if self.can_time and mode in ("benchmark", "submit", "profile"):
+            self.pool.wait_warm()  # nothing beside a timed run: a spare still starting up would be
+        result, solution = self._run(req)
+        try:
             if result.error is None and mode != "profile" and any(w.correct for w in result.workloads):
                 passed = {w.name for w in result.workloads if w.correct}
-                check_root = snapshot_task(self.task, Path(private) / "check")
-                check = self._run(dataclasses.replace(
-                    req, role="check", root=str(check_root), nonce=secrets.token_hex(16),
-                    workloads=[n for n in names if n in passed],
-                    heldout=[w for w in heldout if w["name"] in passed]))
+                check, checker = self._run(dataclasses.replace(
+                    req, role="check", nonce=secrets.token_hex(16), workloads=[n for n in names if n in passed],
+                    heldout=[w for w in heldout if w["name"] in passed]), outputs=solution.outputs_dir)
+                checker.close()
                 result = merge_check(result, check)
-            # Once the published shapes pass: a stray store may also have made a held-out shape wrong,
-            # and the checker's verdict names the cause.
-            if mode == "submit" and self.can_time and heldout and result.error is None and \
-                    all(w.correct for w in result.workloads if w.name not in held):
-                result = self._memcheck(req, result, Path(private))
+        finally:
+            solution.close()
+        # Once the published shapes pass: a stray store may also have made a held-out shape wrong,
+        # and the checker's verdict names the cause.
+        held = {w["name"] for w in heldout}
+        if mode == "submit" and self.can_time and heldout and result.error is None and \
+                all(w.correct for w in result.workloads if w.name not in held):
+            result = self._memcheck(req, result)
         for w in result.workloads:
             w.heldout = w.name in held
         if result.ceilings and self.ceilings is None:
             self.ceilings = result.ceilings
+        self.pool.replenish()
         return result
 
-    def _run(self, req: EvalRequest) -> EvalResult:
-        outcome = run_worker(req, limits=self.limits, triton_cache=self.cache_dir, interpret=not self.can_time)
+    def _run(self, req: EvalRequest, outputs: Path | None = None) -> tuple[EvalResult, Worker]:
+        """Run ``req`` on a worker of its role (see :meth:`_take_and_run`); returns the result and the
+        worker, whose directory the caller removes (``close()``) once done with its outputs."""
+        req, outcome, worker = self._take_and_run(req.role, req, outputs)
+        return self._result(req, outcome), worker
+
+    def _take_and_run(self, kind: str, req: EvalRequest, outputs: Path | None = None
+                      ) -> tuple[EvalRequest, WorkerOutcome, Worker]:
+        """Run ``req`` (its ``root`` and ``outputs_dir`` become the worker's) on a worker of ``kind``
+        from the pool; the check role gets the files in ``outputs`` (the solution worker's) moved
+        into its outputs directory first. Returns the request as run, its outcome and the worker."""
+        worker, spare = self.pool.take(kind)
+        try:
+            req, outcome = self._dispatch(worker, req, outputs)
+            if spare and not outcome.began:
+                # The spare ended before its channel carried anything (it died after the pool's check,
+                # before or while taking the request, or while still warming up): nothing of the
+                # request ran, so this is no verdict on the solution. Once more, on a fresh worker.
+                stale, worker = worker, self.pool.start(kind)
+                try:
+                    req, outcome = self._dispatch(worker, req, stale.outputs_dir if outputs is not None else None)
+                finally:
+                    stale.close()
+        except BaseException:
+            worker.close()
+            raise
+        return req, outcome, worker
+
+    def _dispatch(self, worker: Worker, req: EvalRequest, outputs: Path | None) -> tuple[EvalRequest, WorkerOutcome]:
+        """Fill the worker's directories (the task's snapshot; the evaluator's Triton cache; the
+        entries of ``outputs``, moved: the same file system), point ``req`` at them and run it; the
+        cache entries the worker made come back. Returns the request as run and the outcome."""
+        snapshot_task(self.task, worker.task_dir)
+        seed_cache(self.cache_dir, worker.triton_cache)
+        if outputs is not None:
+            for entry in os.scandir(outputs):
+                os.rename(entry.path, worker.outputs_dir / entry.name)
+        req = dataclasses.replace(req, root=str(worker.task_dir), outputs_dir=str(worker.outputs_dir))
+        outcome = worker.run(req, self.limits)
+        harvest_cache(worker.triton_cache, self.cache_dir)
+        return req, outcome
+
+    def _result(self, req: EvalRequest, outcome: WorkerOutcome) -> EvalResult:
+        """The worker's outcome as a result: its death named, or its report, checked."""
         if outcome.result is None:
             result = EvalResult(req.mode, self.backend, error=_death(req, outcome))
         else:
@@ -145,9 +205,10 @@ class Evaluator:
                     w.speedup = w.speedup_ci = w.solution_ms = w.baseline_ms = None
         result.output = outcome.output
         result.sandbox = _layers(outcome, result)
+        result.queue = {}  # the service's to say, never the worker's
         return result
 
-    def _memcheck(self, req: EvalRequest, result: EvalResult, private: Path) -> EvalResult:
+    def _memcheck(self, req: EvalRequest, result: EvalResult) -> EvalResult:
         """The held-out shapes once more, under the GPU memory checker: an invalid access (named on the
         held-out shape it broke, over any wrong values there), or a run that does not end cleanly
         under it (the solution could have killed it), scores 0."""
@@ -155,13 +216,11 @@ class Evaluator:
         if tool is None:
             result.sandbox["memcheck"] = ABSENT if self.memcheck else "off: Evaluator(memcheck=False)"
             return result
-        outputs = private / "memcheck-outputs"
-        outputs.mkdir()
-        checked = dataclasses.replace(req, mode="test", workloads=[], memcheck=True, nonce=secrets.token_hex(16),
-                                      outputs_dir=str(outputs),
-                                      root=str(snapshot_task(self.task, private / "memcheck")))
         started = time.monotonic()
-        outcome = run_worker(checked, limits=self.limits, triton_cache=self.cache_dir, interpret=False, memcheck=tool)
+        self.pool.keep_memcheck(tool)
+        checked = dataclasses.replace(req, mode="test", workloads=[], memcheck=True, nonce=secrets.token_hex(16))
+        checked, outcome, worker = self._take_and_run(MEMCHECK, checked)
+        worker.close()
         run = self._read_result(checked, outcome.result) if outcome.result is not None else None
         layers = _layers(outcome, run)
         # The tool's own exit (a positive status: a signal would mean it was killed) with its own words.
@@ -193,6 +252,10 @@ class Evaluator:
         return result
 
     def close(self) -> None:
+        """Take down and remove the spares of its own pool (none starts after this) and the Triton
+        cache this evaluator made."""
+        if self._own_pool:
+            self.pool.close()
         if self._own_cache is not None:
             self._own_cache.cleanup()
 
@@ -252,9 +315,28 @@ def _exit_status(returncode: int | None) -> str:
     return str(returncode)
 
 
+class UnreadableSolution(ValueError):
+    """solution.py is not a regular file that can be read."""
+
+
+def read_solution(path: str | Path) -> str:
+    """The text of the solution file at ``path``. Only a regular file is read (a link could name the
+    reference, a pipe would block here); anything else raises :class:`UnreadableSolution`."""
+    try:
+        kind = os.lstat(path).st_mode
+    except OSError as exc:
+        raise UnreadableSolution(f"solution.py cannot be read: {exc.strerror}") from None
+    if not stat.S_ISREG(kind):
+        raise UnreadableSolution("solution.py must be a regular file, not a link, a directory or a pipe")
+    return Path(path).read_text(errors="replace")
+
+
 def snapshot_task(task: Task, into: Path) -> Path:
-    """Copy what a worker needs of the task, its spec and baseline, under ``into`` (never the
-    reference: a worker that could read it could run it); returns the new root."""
+    """Copy what a worker needs of the task, its spec and baseline (never the reference: a worker
+    that could read it could run it), under ``into``, an empty or absent directory (a worker's task
+    directory, empty since it started); returns ``into``."""
+    if into.exists() and any(into.iterdir()):
+        raise ValueError(f"{into} is not empty: a task snapshot goes into an empty directory")
     for path in (task.spec_path, task.baseline_path):
         target = into / path.relative_to(task.root)
         target.parent.mkdir(parents=True, exist_ok=True)

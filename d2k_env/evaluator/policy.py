@@ -78,7 +78,7 @@ names the module ``solution``, and no binding of ``__name__`` is allowed): it is
 checks, and nothing it binds counts as bound elsewhere (_executions).
 
 The checker fails closed: a file it cannot analyse is refused, never a crash. The exploit each
-rule stops is in tests/test_redteam.py and the hold-out suites (tests/holdout*/).
+rule stops is in tests/security/ (a folder per threat class, run by tests/test_security.py).
 """
 
 from __future__ import annotations

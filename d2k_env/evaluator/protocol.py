@@ -98,6 +98,7 @@ class EvalResult:
     profile: list[dict[str, Any]] | None = None
     output: str = ""  # what the solution printed (clipped)
     sandbox: dict[str, str] = field(default_factory=dict)  # each isolation layer and its state, by name
+    queue: dict[str, Any] = field(default_factory=dict)  # where and how long a service's job waited
 
     @property
     def correct(self) -> bool:

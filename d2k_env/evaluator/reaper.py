@@ -5,13 +5,19 @@ CONFINEMENT [LAUNCHER]`` (LAUNCHER: a JSON argv prefix, e.g. the GPU memory chec
 code. It makes itself the *child subreaper* of everything below it (Linux ``PR_SET_CHILD_SUBREAPER``),
 so an orphan under it (a fork that called ``setsid()`` or ``setpgid()``, a double fork) is
 re-parented to it rather than to init: nothing below can leave its process tree. Then it starts the
-worker (``python -m d2k_env.evaluator.worker CHANNEL_FD``, stdin/stdout/stderr inherited, killed by
-the kernel if the supervisor dies) and waits for a stop request: SIGTERM (or SIGINT, SIGHUP, SIGQUIT),
-sent by the env when the evaluation is over, or by the kernel when the env dies (the env sets
-``PR_SET_PDEATHSIG`` before exec). On a stop it SIGKILLs every descendant, again and again until
-none is left (a launcher first gets ``LAUNCHER_GRACE_S`` to exit by itself), reaps them all,
-writes one JSON line to STATUS_FD (the worker's exit status, how many other processes it reaped,
-whether it finished in time) and exits.
+worker at once (``python -m d2k_env.evaluator.worker CHANNEL_FD``, stdout/stderr inherited, killed by
+the kernel if the supervisor dies), before any request exists, so that the worker can warm up
+(imports, the CUDA context) while it waits: a spare. Only then does it read the request from its own
+stdin (until EOF), keep the nonce and hand the rest to the worker's stdin; an EOF without a request
+(a spare closed unused) hands it nothing, and the worker exits. It waits for a stop request: SIGTERM
+(or SIGINT, SIGQUIT), sent by the env when the evaluation is over, or SIGHUP, sent by the kernel when
+the env's thread that started it dies (the env sets ``PR_SET_PDEATHSIG`` before exec); a worker that
+dies before its request came ends the wait too (the env then sees the spare gone). On a stop it
+SIGKILLs every descendant, again and again until none is left (a launcher first gets
+``LAUNCHER_GRACE_S`` to exit by itself), reaps them all, writes one JSON line to STATUS_FD (the
+worker's exit status, how many other processes it reaped, whether it finished in time) and exits;
+stopped by SIGHUP (the env's thread or process died), it removes the worker's directory first,
+which nobody else may do.
 
 What it cannot stop: a process of the same user may SIGKILL it before it cleans up (its orphans
 then go to init); the env then kills the worker's process group, and what it can still find under
@@ -33,6 +39,9 @@ PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
+# The signal the kernel sends when the env's thread that started the supervisor ends (the env sets
+# it with PR_SET_PDEATHSIG); the env's own stop request is SIGTERM.
+ORPHANED = signal.SIGHUP
 CLEANUP_S = 10.0  # how long the supervisor keeps killing (a process in uninterruptible sleep dies late)
 # How long a launcher (the GPU memory checker, which starts the worker and reports on it once the
 # worker has exited) gets to finish by itself after a stop request, before it is killed.
@@ -219,12 +228,29 @@ def _relay(worker_channel: int, channel_fd: int, nonce: str) -> None:
 
 
 def _feed(fd: int, data: bytes) -> None:
-    """Write the worker's request to its stdin and close it (a thread: the pipe may fill)."""
+    """Write the worker's request to its stdin and close it."""
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
     except OSError:
         pass  # the worker died before reading it
+
+
+def _dispatch(worker_stdin: int, worker_channel: int, channel_fd: int, dispatched: threading.Event) -> None:
+    """Wait for the env's request on stdin (until EOF), keep its nonce, hand the rest to the worker,
+    then relay the worker's channel (a thread: the main one waits for signals). An EOF without a
+    request (a spare closed unused) gives the worker an empty stdin, and it exits."""
+    with os.fdopen(0, "rb", closefd=False) as stdin:
+        data = stdin.read()
+    if not data:
+        for fd in (worker_stdin, worker_channel, channel_fd):
+            os.close(fd)
+        return
+    request = json.loads(data)
+    nonce = request.pop("nonce", "")  # kept here: the worker never sees it
+    dispatched.set()
+    _feed(worker_stdin, json.dumps(request).encode())
+    _relay(worker_channel, channel_fd, nonce)
 
 
 class Reaped:
@@ -276,10 +302,8 @@ def main(argv: list[str]) -> int:
     os.set_inheritable(channel_fd, False)
     report: dict = {"worker": None, "others": 0, "clean": False, "subreaper": False, "oom_kills": 0}
     confine = _load_confine()
-    request = json.loads(sys.stdin.buffer.read() or b"{}")
-    nonce = request.pop("nonce", "")  # kept here: the worker never sees it
     confinement = confine.Confinement.from_json(argv[4])
-    worker, cgroup = None, None
+    worker, cgroup, dispatched = None, None, threading.Event()
     if os.getppid() == parent:  # else the env died before PR_SET_PDEATHSIG was set: start nothing
         report["subreaper"] = prctl(PR_SET_CHILD_SUBREAPER, 1)
         prctl(PR_SET_DUMPABLE, 0)  # no ptrace, no /proc/<pid>/fd or mem for processes below
@@ -301,17 +325,17 @@ def main(argv: list[str]) -> int:
             f"memory {confinement.cgroup_bytes / 2**30:.0f} GiB"
             + (f", {cgroup.max_tasks} tasks" if cgroup.max_tasks else "") + f" ({'v2' if cgroup.v2 else 'v1'})"
         ) if cgroup else confine.MemoryCgroup.absent
-        threading.Thread(target=_feed, args=(stdin_write, json.dumps(request).encode()), daemon=True).start()
-        threading.Thread(target=_relay, args=(worker_channel, channel_fd, nonce), daemon=True).start()
+        threading.Thread(target=_dispatch, args=(stdin_write, worker_channel, channel_fd, dispatched),
+                         daemon=True).start()
     else:
         os.close(channel_fd)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
     reaped = Reaped(worker)
+    stop = None
     if worker is not None:  # reap what ends meanwhile (orphans included) until asked to stop
-        while signal.sigwait(STOP_SIGNALS | {signal.SIGCHLD}) == signal.SIGCHLD:
+        while (stop := signal.sigwait(STOP_SIGNALS | {signal.SIGCHLD})) == signal.SIGCHLD:
             reaped.reap()
+            if reaped.status is not None and not dispatched.is_set():
+                break  # the worker died before its request came: this spare is gone
         if launcher:
             await_worker(reaped, LAUNCHER_GRACE_S)
     report["clean"] = take_down(reaped)
@@ -323,7 +347,19 @@ def main(argv: list[str]) -> int:
         os.write(status_fd, (json.dumps(report) + "\n").encode())
     except OSError:
         pass  # the env is gone
+    if stop == ORPHANED or os.getppid() != parent:
+        _remove_worker_directory()
     return 0
+
+
+def _remove_worker_directory() -> None:
+    """The env's thread that started this supervisor ended (with its process, perhaps), so nobody
+    may remove the worker's directory: the one above the scratch directory this supervisor runs
+    in, a ``d2k-eval-*``. (When only the thread ended, the env removes it too; that is harmless.)"""
+    directory = os.path.dirname(os.getcwd())
+    if os.path.basename(directory).startswith("d2k-eval-"):
+        import shutil
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -4,14 +4,16 @@ The child gets its own session, a private scratch directory as working directory
 the episode's Triton cache, a scrubbed environment, resource limits (file size, CPU time,
 processes), no network where the OS allows a private network namespace, and a ``sys.path`` without
 the agent's workspace. Progress and the result come back as JSON lines on a dedicated pipe; each
-phase (load, check, time, ...) has its own time limit. stdout and stderr are kept only as clipped
-text to show the agent.
+phase (load, check, time, ...) has its own time limit, counted from the moment the request is
+handed over. stdout and stderr are kept only as clipped text to show the agent. A worker may be
+started before its request exists (:class:`Worker`, a spare that warms up meanwhile); it still
+serves exactly one.
 
 Guarantee: no process started by an evaluation outlives it, wherever it went (``setsid()``,
 ``setpgid()``, double forks). The child is a supervisor (:mod:`d2k_env.evaluator.reaper`, which never
 runs agent code) that makes itself the child subreaper of the worker's whole tree, so orphans below
 it are re-parented to it rather than to init; when the evaluation ends (the result arrived, the
-worker died, a limit was hit, or an exception reached :func:`run_worker`) the env asks it to SIGKILL
+worker died, a limit was hit, or an exception reached :meth:`Worker.run`) the env asks it to SIGKILL
 and reap every descendant, then kills its process group as before. If the env itself dies (even by
 SIGKILL) the kernel tells the supervisor (``PR_SET_PDEATHSIG``), which takes the tree down the same
 way; if the supervisor dies, the kernel kills the worker. The env never waits on a supervisor that
@@ -40,12 +42,12 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from d2k_env import tempdirs
 from d2k_env.evaluator import reaper
 from d2k_env.evaluator.confine import Confinement, landlock_abi, reachable_by_others
 from d2k_env.evaluator.memcheck import LOG_NAME, MemcheckTool, read_log
@@ -71,6 +73,9 @@ _REAPER = str(Path(reaper.__file__).resolve())
 _CLONE_NEWNET = 0x40000000
 # Resolved here: the preexec_fn runs in a forked child of a possibly threaded env, where dlopen may deadlock.
 _UNSHARE = getattr(ctypes.CDLL(None, use_errno=True), "unshare", None)
+_SIGNAL = ctypes.CDLL(None).signal
+_SIGNAL.argtypes, _SIGNAL.restype = [ctypes.c_int, ctypes.c_void_p], ctypes.c_void_p
+_SIG_DFL = None  # NULL
 # How long the env waits for the supervisor to report that the tree is down; then it kills the tree itself.
 SUPERVISOR_GRACE_S = reaper.CLEANUP_S + reaper.LAUNCHER_GRACE_S + 5
 _SIOCSIFFLAGS, _IFF_UP = 0x8914, 0x1
@@ -101,15 +106,26 @@ class WorkerOutcome:
     layers: dict[str, str] = field(default_factory=dict)  # the sandbox's layers and their state, by name
     oom_kills: int = 0  # processes its memory cgroup's limit killed
     memcheck_log: str = ""  # the GPU memory checker's log, when the worker ran under it
+    began: bool = True  # whether its channel carried anything: False, nothing of the request ran
+    timeline: list = field(default_factory=list)  # (phase, workload, second since the dispatch) entered
+
+
+# The line a worker prints once warm, followed by the token its environment gave it.
+WARM_MARK = "d2k-worker-warm:"
 
 
 class OutputTail:
-    """Drains the child's stdout/stderr in a thread, keeping only the tail and a byte count."""
+    """Drains the child's stdout/stderr in a thread, keeping only the tail and a byte count.
 
-    def __init__(self, stream, limit: int = OUTPUT_TAIL_CHARS):
-        self.stream, self.limit = stream, limit
+    With ``warm_mark``, the line the worker prints once warm (see worker.main) sets ``warm`` and is
+    taken out of the output; nothing of a solution can run before it.
+    """
+
+    def __init__(self, stream, limit: int = OUTPUT_TAIL_CHARS, warm_mark: bytes | None = None):
+        self.stream, self.limit, self.warm_mark = stream, limit, warm_mark
         self.total = 0
         self.tail = b""
+        self.warm = threading.Event()
         self.thread = threading.Thread(target=self._drain, daemon=True)
         self.thread.start()
 
@@ -117,6 +133,10 @@ class OutputTail:
         while chunk := self.stream.read1(65536):
             self.total += len(chunk)
             self.tail = (self.tail + chunk)[-4 * self.limit:]
+            if self.warm_mark and not self.warm.is_set() and self.warm_mark in self.tail:
+                self.tail = self.tail.replace(self.warm_mark, b"", 1)
+                self.total -= len(self.warm_mark)
+                self.warm.set()
 
     def text(self) -> str:
         self.thread.join(timeout=5)
@@ -141,9 +161,13 @@ def _limit_child(loopback: bool) -> None:
 
 
 def _start_supervisor(loopback: bool) -> None:
-    """In the supervisor before exec: the limits, and SIGTERM (its stop request) when the env dies."""
+    """In the supervisor before exec: the limits, and SIGHUP (a stop request that also removes the
+    worker's directory) when the thread starting it, or the env, dies."""
     _limit_child(loopback)
-    reaper.prctl(reaper.PR_SET_PDEATHSIG, signal.SIGTERM)
+    # Under nohup SIGHUP is ignored, and an ignored signal survives exec: the parent-death signal
+    # would be discarded. (libc's own call: Python's signal.signal works in the main thread only.)
+    _SIGNAL(reaper.ORPHANED, _SIG_DFL)
+    reaper.prctl(reaper.PR_SET_PDEATHSIG, reaper.ORPHANED)
 
 
 _import_root: str | None = None
@@ -156,7 +180,7 @@ def import_root() -> str:
     project root (where the references lie); made once per process, never writable by a worker."""
     global _import_root
     if _import_root is None:
-        root = tempfile.mkdtemp(prefix="d2k-import-")
+        root = tempdirs.mkdtemp("import")
         os.chmod(root, 0o755)
         os.symlink(os.path.join(_PACKAGE_PARENT, "d2k_env"), os.path.join(root, "d2k_env"))
         atexit.register(shutil.rmtree, root, ignore_errors=True)
@@ -255,42 +279,102 @@ def confinement_for(scratch: str, triton_cache: Path, task_root: str, outputs_di
         tcp_ports=memcheck.ports(port) if memcheck else [])
 
 
-def child_environment(scratch: str, triton_cache: Path, interpret: bool, memcheck: bool = False) -> dict[str, str]:
+def child_environment(scratch: str, triton_cache: Path, interpret: bool, memcheck: bool = False,
+                      role: str | None = None, gpu: str | None = None, warm_token: str | None = None) -> dict[str, str]:
+    """The supervisor's and the worker's environment: the allow-listed variables, the worker's own
+    directories, the backend's switches, and ``D2K_WORKER_ROLE`` where ``role`` is given (so that a
+    worker started before its request knows what to warm up; with ``warm_token``, which it prints
+    once warm, see :data:`WARM_MARK`). On the GPU, ``CUDA_VISIBLE_DEVICES``
+    is ``gpu`` (one device, as the caller's driver names it: an index or a UUID) where given, and
+    the caller's own setting otherwise."""
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOWLIST or k.startswith("LC_")}
+    if role is not None:
+        env["D2K_WORKER_ROLE"] = role
+    if warm_token is not None:
+        env["D2K_WARM_TOKEN"] = warm_token
     env.update(HOME=scratch, TMPDIR=scratch, TRITON_CACHE_DIR=str(triton_cache), PYTHONUNBUFFERED="1",
                PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1", USER="d2k-sandbox",
                PYTHONPATH=os.pathsep.join(p for p in (import_root(), os.environ.get("PYTHONPATH")) if p))
     if interpret:
         env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+    elif gpu is not None:
+        env.update(CUDA_VISIBLE_DEVICES=gpu)
     if memcheck:  # one driver allocation per tensor, so that the checker sees each tensor's bounds
-        env.update(PYTORCH_NO_CUDA_MEMORY_CACHING="1")
+        env.update(PYTORCH_NO_CUDA_MEMORY_CACHING="1", D2K_WORKER_MEMCHECK="1")
     return env
 
 
-def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, interpret: bool,
-               memcheck: MemcheckTool | None = None) -> WorkerOutcome:
-    """Run one worker in a fresh child process, enforcing per-phase time limits; under ``memcheck``
-    when given (the tool starts the worker with every layer but Landlock, which the worker's own
-    process applies; see reaper._spawn_worker).
+class Worker:
+    """One sandboxed worker process, started before its request exists and serving exactly one.
 
-    When this returns (or raises), every process the evaluation started is gone.
+    :meth:`start` makes the worker's private directory with four empty subdirectories (``scratch``:
+    its working directory, HOME and TMPDIR; ``task``: where the caller puts the task's snapshot;
+    ``outputs``: where the solution role saves its outputs, and where the check role reads them;
+    ``triton-cache``: its Triton cache, which the caller fills from its own before the request and
+    takes new entries from after it, see :func:`seed_cache` and :func:`harvest_cache`),
+    builds its confinement for them (Landlock's rules need paths that exist) and starts the
+    supervisor, which forks the confined worker at once. The worker then imports what every
+    evaluation needs (and on the GPU creates its CUDA context) and waits for its request: nothing of
+    a task or a solution is in its reach until :meth:`run` hands it one. :meth:`run` writes the
+    request, follows the channel (each phase's time limit counts from the dispatch) and takes the
+    whole process tree down; :meth:`close` takes it down if it never ran and removes the directory.
+    The supervisor dies with the thread that started it (``PR_SET_PDEATHSIG``), taking the worker
+    with it, and it exits by itself when the worker dies before its request came: :meth:`alive` is
+    then False. Nothing of a worker depends on the task or on whose cache it serves: any evaluator
+    of its backend, role and GPU can take it.
     """
-    with tempfile.TemporaryDirectory(prefix="d2k-eval-") as scratch:
+
+    def __init__(self, role: str, interpret: bool, gpu: str | None, directory: Path, task_dir: Path,
+                 outputs_dir: Path, triton_cache: Path, memcheck: MemcheckTool | None):
+        self.role, self.interpret, self.gpu, self.memcheck = role, interpret, gpu, memcheck
+        self.directory, self.scratch = directory, directory / "scratch"
+        self.task_dir, self.outputs_dir, self.triton_cache = task_dir, outputs_dir, triton_cache
+        self._proc: subprocess.Popen | None = None
+        self._channel_fd = self._status_fd = -1
+        self._output: OutputTail | None = None
+        self._ran = False
+        self.thread = threading.current_thread()  # the thread whose exit ends it (PR_SET_PDEATHSIG)
+
+    @classmethod
+    def start(cls, role: str, interpret: bool, gpu: str | None = None, memcheck: MemcheckTool | None = None,
+              task_root: str | Path | None = None, outputs_dir: str | Path | None = None,
+              triton_cache: str | Path | None = None) -> "Worker":
+        """A started worker of ``role`` (``solution`` or ``check``) on the interpreter or the GPU
+        (``gpu``: its ``CUDA_VISIBLE_DEVICES``), under ``memcheck`` (which starts it, inside the same
+        confinement) when given. ``task_root``, ``outputs_dir`` and ``triton_cache`` put the task
+        snapshot, the outputs and the cache in the caller's directories instead of the worker's own
+        (the cold path, whose request names them already)."""
+        directory = Path(tempdirs.mkdtemp("eval"))
+        for name in ("scratch", "task", "outputs", "triton-cache"):
+            (directory / name).mkdir()
+        worker = cls(role, interpret, gpu, directory, Path(task_root or directory / "task"),
+                     Path(outputs_dir or directory / "outputs"), Path(triton_cache or directory / "triton-cache"),
+                     memcheck)
+        try:
+            worker._launch()
+        except BaseException:
+            worker.close()
+            raise
+        return worker
+
+    def _launch(self) -> None:
+        scratch = str(self.scratch)
         port = 20000 + secrets.randbelow(40000)  # where loopback is shared, evaluations rarely collide
-        confinement = confinement_for(scratch, triton_cache, req.root, req.outputs_dir, req.role, interpret,
-                                      memcheck, port)
-        log_path = os.path.join(scratch, LOG_NAME)
-        launcher = [json.dumps(memcheck.argv(log_path, port))] if memcheck else []
+        confinement = confinement_for(scratch, self.triton_cache, str(self.task_dir), str(self.outputs_dir),
+                                      self.role, self.interpret, self.memcheck, port)
+        launcher = [json.dumps(self.memcheck.argv(self.log_path, port))] if self.memcheck else []
+        token = secrets.token_hex(8)
         read_fd, write_fd = os.pipe()
         status_read, status_write = os.pipe()
         try:
-            proc = subprocess.Popen(
+            self._proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", _REAPER, str(write_fd), str(status_write), str(os.getpid()),
                  confinement.to_json(), *launcher],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch,
-                env=child_environment(scratch, triton_cache, interpret, memcheck is not None),
+                env=child_environment(scratch, self.triton_cache, self.interpret, self.memcheck is not None,
+                                      self.role, self.gpu, token),
                 pass_fds=(write_fd, status_write), start_new_session=True,
-                preexec_fn=functools.partial(_start_supervisor, memcheck is not None))
+                preexec_fn=functools.partial(_start_supervisor, self.memcheck is not None))
         except BaseException:
             os.close(read_fd)
             os.close(status_read)
@@ -298,26 +382,99 @@ def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, int
         finally:
             os.close(write_fd)
             os.close(status_write)
-        result, stopped = None, None
+        self._channel_fd, self._status_fd = read_fd, status_read
+        # What it prints while warming up counts too, but for the line that says it is warm.
+        self._output = OutputTail(self._proc.stdout, warm_mark=f"{WARM_MARK}{token}\n".encode())
+
+    @property
+    def log_path(self) -> str:
+        """The GPU memory checker's log (written only under it)."""
+        return str(self.scratch / LOG_NAME)
+
+    def wait_warm(self, timeout: float) -> bool:
+        """Wait until the worker is warm (or dead, or ``timeout`` seconds passed); whether it is warm."""
+        deadline = time.monotonic() + timeout
+        while not self._output.warm.wait(0.1):
+            if not self.alive() or time.monotonic() > deadline:
+                return False
+        return True
+
+    def alive(self) -> bool:
+        """Whether it can still take its request: never run, and its supervisor (which exits when an
+        idle worker dies) still running."""
+        return not self._ran and self._proc is not None and self._proc.poll() is None
+
+    def run(self, req: EvalRequest, limits: PhaseLimits) -> WorkerOutcome:
+        """Hand the worker ``req`` (whose role, ``root`` and ``outputs_dir`` must be this worker's) and
+        follow it to the end, enforcing per-phase time limits from now. When this returns (or
+        raises), every process the evaluation started is gone; the directory stays until :meth:`close`."""
+        if (req.role, req.root, req.outputs_dir) != (self.role, str(self.task_dir), str(self.outputs_dir)):
+            raise ValueError("the request names another role or other directories than this worker was confined to")
+        if self._ran:
+            raise RuntimeError("a worker serves one request only")
+        self._ran = True
+        result, stopped, began, timeline = None, None, False, []
         try:
-            channel = os.fdopen(read_fd, "rb", buffering=0)
-            output = OutputTail(proc.stdout)
+            channel = os.fdopen(self._channel_fd, "rb", buffering=0)
+            self._channel_fd = -1
             try:
-                proc.stdin.write(req.to_json().encode())
-                proc.stdin.close()
+                self._proc.stdin.write(req.to_json().encode())
+                self._proc.stdin.close()
             except BrokenPipeError:
                 pass
-            result, stopped = _follow(channel, limits, output, req)
+            result, stopped, began = _follow(channel, limits, self._output, req, timeline)
         finally:
-            report = _take_down(proc, status_read)
-        returncode = report["worker"] if isinstance(report.get("worker"), int) else proc.returncode
-        return WorkerOutcome(result, output.text(), returncode, stopped, int(report.get("others") or 0),
+            report = self._take_down()
+        returncode = report["worker"] if isinstance(report.get("worker"), int) else self._proc.returncode
+        return WorkerOutcome(result, self._output.text(), returncode, stopped, int(report.get("others") or 0),
                              dict(report.get("layers") or {}), int(report.get("oom_kills") or 0),
-                             read_log(log_path) if memcheck else "")
+                             read_log(self.log_path) if self.memcheck else "", began, timeline)
+
+    def _take_down(self) -> dict:
+        """Every process of the worker's tree killed and reaped; the supervisor's report (see _take_down)."""
+        status_fd, self._status_fd = self._status_fd, -1
+        return _take_down(self._proc, status_fd)
+
+    def close(self) -> None:
+        """Take the worker down if it is still up (an unused spare: its closed stdin tells it that no
+        request will come) and remove its directory. Safe to call more than once."""
+        if self._channel_fd >= 0:
+            os.close(self._channel_fd)
+            self._channel_fd = -1
+        if self._proc is not None and self._status_fd >= 0:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+            self._take_down()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
-def _follow(channel, limits: PhaseLimits, output: OutputTail, req: EvalRequest) -> tuple[dict | None, str | None]:
-    """Read the channel until the result arrives, the child exits, or it breaks a limit.
+def run_worker(req: EvalRequest, *, limits: PhaseLimits, triton_cache: Path, interpret: bool,
+               gpu: str | None = None, memcheck: MemcheckTool | None = None) -> WorkerOutcome:
+    """Run ``req`` in a worker started for it (the cold path: its task snapshot, outputs and Triton
+    cache stay in the directories the request and the caller name), enforcing per-phase time
+    limits; under ``memcheck`` when given (the tool starts the worker with every layer but Landlock,
+    which the worker's own process applies; see reaper._spawn_worker).
+
+    When this returns (or raises), every process the evaluation started is gone.
+    """
+    with Worker.start(req.role, interpret, gpu, memcheck, req.root, req.outputs_dir, triton_cache) as worker:
+        return worker.run(req, limits)
+
+
+def _follow(channel, limits: PhaseLimits, output: OutputTail, req: EvalRequest,
+            timeline: list | None = None) -> tuple[dict | None, str | None, bool]:
+    """Read the channel until the result arrives, the child exits, or it breaks a limit. Returns the
+    result, why the harness stopped the worker, and whether any message came (a worker that sent
+    none never began the evaluation: it died, or was stopped, before or while taking its request).
+    ``timeline``, where given, gets each phase entered with its second since the dispatch.
 
     Every message passed through the supervisor, which stamps it with the nonce only it and the
     env know: a message without it did not. A second result, or a phase the harness would never
@@ -325,42 +482,46 @@ def _follow(channel, limits: PhaseLimits, output: OutputTail, req: EvalRequest) 
     limits without end), was written by the solution and ends the evaluation.
     """
     phase, workload, started = "start", "", time.monotonic()
+    dispatched = started
     entered = {(phase, workload)}
     workloads = {"", *req.workloads, *(w["name"] for w in req.heldout)}
-    buffer, result = b"", None
+    buffer, result, began = b"", None, False
     with channel:
         while True:
             budget = limits[phase] - (time.monotonic() - started)
             if budget <= 0:
                 where = f" of workload {workload}" if workload else ""
-                return None, f"phase '{phase}'{where} exceeded its {limits[phase]:.0f} s limit"
+                return None, f"phase '{phase}'{where} exceeded its {limits[phase]:.0f} s limit", began
             if output.total > OUTPUT_LIMIT:
-                return None, f"it printed more than {OUTPUT_LIMIT // 2**20} MB"
+                return None, f"it printed more than {OUTPUT_LIMIT // 2**20} MB", began
             ready, _, _ = select.select([channel], [], [], min(budget, 0.2))
             if not ready:
                 continue
             chunk = channel.read(65536)
             if not chunk:
-                return result, None  # the child closed the channel: finished, or died
+                return result, None, began  # the child closed the channel: finished, or died
             *lines, buffer = (buffer + chunk).split(b"\n")
             for line in lines:
+                began = True
                 try:
                     msg = json.loads(line)
                 except ValueError:  # not JSON, or not UTF-8
                     msg = None
                 if not isinstance(msg, dict) or msg.get("nonce") != req.nonce:
-                    return None, "[forged-result] the result channel carried a message the harness did not send"
+                    return None, "[forged-result] the result channel carried a message the harness did not send", began
                 if "result" in msg:
                     if result is not None:
-                        return None, "[forged-result] the result channel carried a second result"
+                        return None, "[forged-result] the result channel carried a second result", began
                     result = msg["result"]
                 elif "phase" in msg:
                     step = (str(msg["phase"]), str(msg.get("workload", "")))
                     if step in entered or step[0] not in PHASES or step[1] not in workloads:
                         return None, f"[forged-result] the result channel announced phase {step[0]!r} " \
-                                     f"{step[1]!r}, which the harness never would"
+                                     f"{step[1]!r}, which the harness never would", began
                     entered.add(step)
                     (phase, workload), started = step, time.monotonic()
+                    if timeline is not None:
+                        timeline.append((phase, workload, round(started - dispatched, 3)))
 
 
 def _take_down(proc: subprocess.Popen, status_fd: int) -> dict:

@@ -1,8 +1,10 @@
 """Evaluation workers: each runs in a child process, one evaluation per process.
 
 Usage (by the supervisor, :mod:`d2k_env.evaluator.reaper`, only): ``python -m d2k_env.evaluator.worker
-FD processes|no-processes`` with the JSON :class:`EvalRequest` on stdin. Progress and the result are JSON lines on file descriptor FD,
-the harness's own channel: whatever the solution prints goes to stdout/stderr and never counts.
+FD processes|no-processes`` with the JSON :class:`EvalRequest` on stdin, which the worker reads only
+once it is warm (see :func:`warm_up`): a spare waits there, and an empty stdin ends it unused.
+Progress and the result are JSON lines on file descriptor FD, the harness's own channel: whatever
+the solution prints goes to stdout/stderr and never counts.
 
 Two roles, two processes:
 
@@ -448,24 +450,68 @@ def _measure_ceilings(device: torch.device) -> dict[str, float]:
     return measure_ceilings(device)
 
 
+def warm_up() -> bool:
+    """What every evaluation of this worker's backend and role needs, done before its request exists
+    (a spare waits warm): Triton, and on the interpreter (``TRITON_INTERPRET=1`` in the environment
+    the sandbox gave it) the patch that makes it compute like the GPU; on the GPU the CUDA context
+    of device 0 of those ``CUDA_VISIBLE_DEVICES`` shows, and the modules of timing and profiling;
+    for the solution role (``D2K_WORKER_ROLE``) one allocation under the torch-work guard, whose
+    first operator sets up torch's Python dispatch, and on the GPU (but under the memory checker,
+    which the profiler cannot share the context with) one profiled operator: CUPTI's start-up took
+    5-7 s of the first workload's check on the H200. Triton's own key, a hash of its installed
+    files (0.4 s), is computed too. Nothing of a task or a solution is touched. Returns whether
+    this worker interprets."""
+    import triton.language  # noqa: F401 - imported for its first use
+    try:
+        from triton.runtime.cache import triton_key  # cached after its first call
+        triton_key()
+    except (ImportError, AttributeError):  # not every Triton has it: only a saving is lost
+        pass
+    interprets = os.environ.get("TRITON_INTERPRET") == "1"
+    if interprets:
+        from d2k_env.evaluator import interpreter_patch
+        interpreter_patch.apply()
+    else:
+        from torch import profiler  # noqa: F401 - imported for its first use
+        from d2k_env.evaluator import timing  # noqa: F401
+        if torch.cuda.is_available():
+            torch.zeros(1, device="cuda:0")
+    if os.environ.get("D2K_WORKER_ROLE") == "solution":
+        with TorchWorkGuard(frozenset()):
+            torch.empty(1)
+        if not interprets and torch.cuda.is_available() and os.environ.get("D2K_WORKER_MEMCHECK") != "1":
+            from torch.profiler import ProfilerActivity, profile
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                with profile(activities=[ProfilerActivity.CUDA]):
+                    torch.zeros(1, device="cuda:0")
+                    torch.cuda.synchronize()
+    return interprets
+
+
 def main() -> None:
     # The last layer of the sandbox, installed before the solution loads: the supervisor says
     # whether new processes are allowed (on the GPU, Triton runs ptxas; the interpreter needs none).
     filtered = seccomp(processes=sys.argv[2] == "processes")
-    req = EvalRequest.from_json(sys.stdin.read())
+    interprets = warm_up()
+    if token := os.environ.pop("D2K_WARM_TOKEN", ""):  # sandbox.WARM_MARK: the env times nothing beside
+        os.write(1, f"d2k-worker-warm:{token}\n".encode())  # a worker still warming up
+    text = sys.stdin.read()
+    if not text:
+        return  # a spare closed unused: no request will come
+    req = EvalRequest.from_json(text)
     channel = Channel(int(sys.argv[1]))
-    if req.device == "cpu":
-        from d2k_env.evaluator import interpreter_patch
-        interpreter_patch.apply()
+    backend = "cuda" if req.device == "cuda" else "interpreter"
     try:
+        if interprets != (req.device == "cpu"):
+            raise RuntimeError(f"a {req.device} request reached a worker started for the "
+                               f"{'interpreter' if interprets else 'GPU'}")
         run = SolutionRun(req, channel) if req.role == "solution" else CheckRun(req, channel)
         result = run.run()
     except MemoryError:  # the harness's own allocation hit the address-space limit
-        result = EvalResult(req.mode, "cuda" if req.device == "cuda" else "interpreter",
-                            error=f"[memory] the {req.role} process ran out of memory")
+        result = EvalResult(req.mode, backend, error=f"[memory] the {req.role} process ran out of memory")
     except Exception as exc:  # noqa: BLE001 - a crash of the harness is reported, not hidden in a SIGKILL
-        result = EvalResult(req.mode, "cuda" if req.device == "cuda" else "interpreter",
-                            error=f"the {req.role} process failed:\n{short_traceback(exc)}")
+        result = EvalResult(req.mode, backend, error=f"the {req.role} process failed:\n{short_traceback(exc)}")
     result.sandbox["seccomp"] = filtered
     channel.result(result.to_dict())
 

@@ -1,0 +1,40 @@
+"""Task: fused_add_rmsnorm
+Backend: interpreter
+Expect: [tampering]
+Mode: test
+Round: redteam c05
+
+THREATS class 5 (timer monkeypatching, sneaky path): bind torch to another name with a plain
+assignment (t = torch), which the static alias tracking (imports only) does not follow, then patch
+t.cuda.synchronize and t.equal. The kernel is correct, so only the tampering can fail it: statically
+(the policy now follows the alias and refuses attribute assignments) or through the harness fingerprint
+taken before the solution is imported ([tampering] both ways).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+t = torch
+t.cuda.synchronize = lambda *args, **kwargs: None
+t.equal = lambda a, b: True
+
+
+@triton.jit
+def _rmsnorm_rows(x_ptr, r_ptr, w_ptr, y_ptr, ro_ptr, N, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * N
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    s = tl.load(x_ptr + row + cols, mask=mask, other=0.0).to(tl.float32) + \
+        tl.load(r_ptr + row + cols, mask=mask, other=0.0).to(tl.float32)
+    rstd = tl.rsqrt(tl.sum(s * s, axis=0) / N + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row + cols, (s * rstd * w).to(tl.bfloat16), mask=mask)
+    tl.store(ro_ptr + row + cols, s.to(tl.bfloat16), mask=mask)
+
+
+def forward(x, residual, weight):
+    M, N = x.shape
+    y, r = torch.empty_like(x), torch.empty_like(x)
+    _rmsnorm_rows[(M,)](x, residual, weight, y, r, N, 1e-6, BLOCK=triton.next_power_of_2(N))
+    return y, r
