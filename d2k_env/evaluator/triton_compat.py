@@ -161,6 +161,10 @@ TRITON_INTERNALS: dict[str, tuple[tuple[int, int], tuple[int, int] | None]] = {
     "triton.runtime.autotuner:Heuristics.run": ALL_SUPPORTED,
     "triton.runtime.autotuner:Heuristics#values": ALL_SUPPORTED,
     "triton.runtime.jit:JITFunction.run": ALL_SUPPORTED,
+    # Warm workers (worker.py's warm-up computes Triton's key; cache_copy.py rewrites the group files that
+    # put_group writes, "__grp__<name>" JSON with "child_paths"). Both only save time if they change.
+    "triton.runtime.cache:triton_key": ALL_SUPPORTED,
+    "triton.runtime.cache:FileCacheManager.put_group": ALL_SUPPORTED,
 }
 
 
