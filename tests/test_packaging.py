@@ -3,6 +3,7 @@ adds a user's task directory (registered like a shipped task; a malformed one is
 its path), and ``import d2k_env`` registers every id without importing torch or Triton."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -195,3 +196,13 @@ def test_gym_make_with_the_module_prefix_imports_the_package_itself(tmp_path):
         """)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == [SHIPPED, "True"]
+
+
+def test_ci_runs_exactly_the_readmes_test_commands():
+    """.ci/run runs the README's test commands (the block that starts with the test install), line for line."""
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"```bash\n(python3 -m pip install [^\n]*\"\.\[test\]\"[^\n]*\n.*?)```", readme, re.S)
+    assert block, "the README shows no test command block"
+    commands = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
+                if line and not line.startswith(("#", "set ", "cd "))]
+    assert commands == block[1].splitlines()
