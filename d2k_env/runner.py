@@ -30,6 +30,7 @@ from d2k_env.agents.base import Policy, TokenUsage
 from d2k_env.chat_format import clip_middle
 from d2k_env.env import MAX_STEPS, parse_guidance
 from d2k_env.evaluator import resolve_backend
+from d2k_env.progress import ProgressReporter, progress_reporter
 from d2k_env.registration import env_id
 from d2k_env.service import EvaluationService, make_service
 from d2k_env.reward import check_reward_kind
@@ -188,8 +189,14 @@ class RunDirectory:
 
 def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy: Callable[[EpisodeKey], Policy],
                    settings: RunSettings, jobs: int = 1, callbacks: Sequence[RunCallback] = (),
-                   stop: threading.Event | None = None, service: EvaluationService | None = None) -> RunResult:
+                   stop: threading.Event | None = None, service: EvaluationService | None = None,
+                   progress: str | ProgressReporter = "auto") -> RunResult:
     """Run every episode of ``keys`` not yet finished in ``run_dir``.
+
+    ``progress`` says how the run reports itself as it goes (see :mod:`d2k_env.progress`):
+    ``"auto"`` (a live bar on a terminal, plain lines on standard error otherwise), ``"rich"``,
+    ``"lines"``, ``"quiet"``, or a reporter made by :func:`~d2k_env.progress.progress_reporter`
+    (e.g. to write elsewhere). ``callbacks`` receive every event as well, reporter or not.
 
     Ctrl-C (or ``stop.set()``) stops cleanly: no new episode starts, running ones stop at their next
     step and leave nothing behind; a second Ctrl-C while waiting for them propagates.
@@ -200,6 +207,8 @@ def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy:
     """
     if jobs < 1:
         raise ValueError("jobs must be >= 1")
+    reporter = progress if isinstance(progress, ProgressReporter) else progress_reporter(progress)
+    callbacks = [reporter, *callbacks] if reporter is not None else list(callbacks)
     stop = stop or threading.Event()
     result = RunResult(planned=len(keys))
     own = service is None
@@ -208,6 +217,8 @@ def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy:
         if own:
             service = make_service("local", settings.backend, jobs=jobs)
             stack.callback(service.close)
+        if reporter is not None:
+            stack.enter_context(reporter)
         todo = [k for k in keys if directory.status(k) != "finished"]
         result.skipped = len(keys) - len(todo)
         for cb in callbacks:
