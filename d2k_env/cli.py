@@ -225,6 +225,7 @@ def _wandb_tracker(args, run_dir, keys, settings, make_policy):
 
 def _finish_tracker(tracker, run_dir) -> None:
     from d2k_env.report import build_report
+    from d2k_env.reward import REWARD_VERSION
     from d2k_env.tracking import kernel_rows
     from d2k_env.trajectory import load_run
 
@@ -233,6 +234,8 @@ def _finish_tracker(tracker, run_dir) -> None:
     summary = {}
     if trajectories:
         for p in build_report(run_dir).policies:
+            if p.reward_version != REWARD_VERSION:  # episodes kept from before a scoring change
+                continue
             for s in p.conditions:
                 summary[f"{p.policy}/{s.condition}/correctness_rate"] = s.correctness_rate
                 if s.performance_score is not None:
@@ -241,14 +244,16 @@ def _finish_tracker(tracker, run_dir) -> None:
 
 
 def cmd_report(args) -> int:
-    from d2k_env.report import to_markdown, write_report
+    from d2k_env.report import mixed_versions_warning, to_markdown, write_report
 
     try:
         report, paths = write_report(args.run_dir, args.out)
     except ImportError as exc:
         return _missing_extra(exc)
     print(to_markdown(report))
-    console.print("wrote " + ", ".join(str(p) for p in paths))
+    console.print("wrote " + ", ".join(escape(str(p)) for p in paths))
+    if warning := mixed_versions_warning(report):  # again after the tables, where it cannot scroll away
+        console.print(f"[bold red]{escape(warning)}[/bold red]")
     return 0
 
 

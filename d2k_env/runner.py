@@ -33,7 +33,7 @@ from d2k_env.evaluator import resolve_backend
 from d2k_env.progress import ProgressReporter, progress_reporter
 from d2k_env.registration import env_id
 from d2k_env.service import EvaluationService, make_service
-from d2k_env.reward import check_reward_kind
+from d2k_env.reward import REWARD_VERSION, check_reward_kind
 from d2k_env.task import load_task
 from d2k_env.trajectory import (FORMAT_VERSION, TMP_SUFFIX, EpisodeKey, TrajectoryError, TrajectoryWriter,
                                 episodes_dir, read_trajectory)
@@ -291,7 +291,7 @@ def run_episode(key: EpisodeKey, make_policy: Callable[[EpisodeKey], Policy], se
     header: dict[str, Any] = {
         "type": "header", "format": FORMAT_VERSION, "policy": key.policy, "task": key.task,
         "condition": key.condition, "guidance": list(parse_guidance(key.condition)), "seed": key.seed,
-        **settings.compared(), "observation_chars_limit": settings.observation_chars,
+        **settings.compared(), "reward_version": REWARD_VERSION, "observation_chars_limit": settings.observation_chars,
         "versions": versions(), "gpu": gpu_name(settings.backend), "start_time": _now(),
         "policy_settings": None, "prompt": None,
     }

@@ -255,3 +255,35 @@ def test_uplift_tables_pair_tasks_and_seeds_and_say_how_many_pairs(uneven_run):
     data = report.to_dict()["policies"][0]
     assert data["uplift"]["overall"]["pairs"] == [[A, 0], [B, 0]]
     assert {(m["task"], m["condition"]) for m in data["missing"]} == {(B, "L1"), (B, "L1+L2")}
+
+
+def test_a_report_mixing_reward_versions_says_so_and_never_averages_them(tmp_path, capsys):
+    episodes_dir(tmp_path).mkdir(parents=True)
+    # Under version 1 guidance looks harmful, under version 2 helpful; the unrecorded one predates versions.
+    for seed, version, none, guided in ((0, 1, [2, 2], None), (1, 2, None, [2, 2]), (2, None, [2, 2], [2, 2])):
+        write_episode(tmp_path, EpisodeKey("model-a", A, "none", seed), none, reward_version=version)
+        write_episode(tmp_path, EpisodeKey("model-a", A, "L1+L2+L3", seed), guided, reward_version=version)
+    assert main(["report", str(tmp_path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "different reward versions (1, 2, unrecorded)" in out
+    report = build_report(tmp_path)
+    assert report.mixed_reward_versions and report.reward_versions == [1, 2, None]
+    assert [(p.policy, p.reward_version) for p in report.policies] == [("model-a", 1), ("model-a", 2), ("model-a", None)]
+    deltas = [p.overall.correctness_delta for p in report.policies]
+    assert deltas == [-1.0, 1.0, 0.0]  # each version on its own episodes, nothing averaged across them
+    assert [p.overall.pairs for p in report.policies] == [[(A, 0)], [(A, 1)], [(A, 2)]]
+    md = (tmp_path / "report.md").read_text()
+    assert md.index("WARNING") < md.index("## Policy")
+    assert "## Policy `model-a`, reward version 2" in md and "## Policy `model-a`, reward version unrecorded" in md
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["mixed_reward_versions"] is True and data["reward_versions"] == [1, 2, None]
+    assert [p["reward_version"] for p in data["policies"]] == [1, 2, None]
+
+
+def test_one_reward_version_is_stated_without_a_warning(timed_run):
+    report = build_report(timed_run)
+    assert not report.mixed_reward_versions and report.reward_versions == [1]
+    from d2k_env.report import to_markdown
+
+    md = to_markdown(report)
+    assert "WARNING" not in md and "(reward version 1)" in md

@@ -227,3 +227,21 @@ def test_progress_is_a_live_bar_in_a_terminal_and_plain_lines_elsewhere(tmp_path
     text = " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw).split())
     assert f"{keys[1]}: failed: ConnectionError: model server unreachable" in text, text
     assert f"{keys[0]}: not correct" in text and "[red]" not in text
+
+
+def test_reward_version_is_in_every_info_and_every_trajectory(tmp_path):
+    import gymnasium as gym
+
+    from d2k_env.registration import env_id
+    from d2k_env.reward import REWARD_VERSION
+
+    env = gym.make(env_id("merge_attn_states"), backend="interpreter")
+    _, info = env.reset(seed=0)
+    assert info["reward_version"] == REWARD_VERSION
+    *_, info = env.step(call("list_files"))
+    assert info["reward_version"] == REWARD_VERSION
+    env.close()
+    keys = plan("browse", ["merge_attn_states"], ["none"], [0])
+    run_experiment(tmp_path, keys, browsing, SETTINGS, progress="quiet")
+    [t] = load_run(tmp_path)
+    assert t.header["reward_version"] == REWARD_VERSION
