@@ -4,7 +4,7 @@ Per policy, task and guidance condition: episodes, correct ones, speedup over th
 that speedup as a fraction of the expert reference's, and the fraction of the roofline reached.
 Per condition: the correctness rate and the Performance Score. Uplift from guidance: overall
 (``none`` -> ``L1+L2+L3``) and per layer along the stacking ``none`` -> ``L1`` -> ``L1+L2`` ->
-``L1+L2+L3``, paired over the tasks present in both conditions compared.
+``L1+L2+L3``.
 
 Definitions (applied everywhere, tables and plots alike):
 
@@ -24,6 +24,12 @@ Definitions (applied everywhere, tables and plots alike):
   correct episodes of their geomean roofline fraction.
 - On a backend that cannot time (the CPU interpreter) there are no speedups: every speed column
   and the Performance Score are reported as not measured, never estimated.
+- Comparisons between conditions (uplift, the layer-stacking plot) are *paired*: computed only on
+  the (task, seed) pairs finished under every condition compared, and they state how many pairs.
+  Otherwise a condition run on fewer or easier tasks would look better or worse for that alone.
+- A task x condition cell that never ran is shown as not run, never as a zero.
+- Trajectories scored under different reward versions (:data:`d2k_env.reward.REWARD_VERSION`) are
+  reported in separate sections, never averaged together, and the report warns that it mixes them.
 """
 
 from __future__ import annotations
@@ -148,6 +154,8 @@ class Stacking:
 
 @dataclass
 class PolicyReport:
+    """One policy's results under one reward version (versions are never merged)."""
+
     policy: str
     reward_version: int | None  # None: recorded before reward versions were
     settings: dict[str, Any]
@@ -166,11 +174,8 @@ class PolicyReport:
     def missing(self) -> list[tuple[str, str]]:
         """(task, condition) of the policy's task x condition grid that never ran at all."""
         ran = {(c.task, c.condition) for c in self.cells}
-        return [(t, c) for t in sorted({c.task for c in self.cells}) for c in self._grid_conditions()
-                if (t, c) not in ran]
-
-    def _grid_conditions(self) -> list[str]:
-        return sorted({c.condition for c in self.cells}, key=_condition_order)
+        tasks, conditions = sorted({t for t, _ in ran}), sorted({c for _, c in ran}, key=_condition_order)
+        return [(t, c) for t in tasks for c in conditions if (t, c) not in ran]
 
 
 @dataclass
