@@ -107,7 +107,7 @@ class RichProgress(ProgressReporter):
         columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                    TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
         self.progress = Progress(*columns, console=console)
-        self._bar = self.progress.add_task("episodes", total=None)
+        self._bar = None  # added once the run says how many episodes it plans
 
     def __enter__(self) -> "RichProgress":
         self.progress.start()
@@ -117,6 +117,8 @@ class RichProgress(ProgressReporter):
         self.progress.stop()
 
     def _changed(self) -> None:
+        if self._bar is None:
+            self._bar = self.progress.add_task("episodes", total=self.planned)
         self.progress.update(self._bar, total=self.planned, completed=self.done,
                              description=f"episodes: {self.done} done, {self.running} running, {self.failed} failed")
 
