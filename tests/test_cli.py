@@ -67,6 +67,8 @@ def test_run_reports_a_failed_episode_readably_and_counts_in_the_singular(capsys
         raise ConnectionError("the server said [bold]no[/bold]")  # markup-like text must come out verbatim
 
     monkeypatch.setattr(d2k_env.agents, "reference_policy", unreachable)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)  # would make rich treat pytest's capture as a terminal
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
     assert main(["run", str(tmp_path), "--policy", "reference", "--tasks", "merge_attn_states", "--guidance", "none",
                  "--backend", "interpreter"]) == 1
     out = " ".join(capsys.readouterr().out.split())  # the console wraps long lines

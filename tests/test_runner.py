@@ -192,7 +192,9 @@ def test_a_failing_callback_stops_the_run_without_leaving_episodes_running(tmp_p
     assert result.skipped == len(finished) and len(result.finished) == len(keys) - len(finished)
 
 
-def test_run_experiment_reports_progress_from_python_unless_quiet(tmp_path, capsys):
+def test_run_experiment_reports_progress_from_python_unless_quiet(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("FORCE_COLOR", raising=False)  # would make rich treat pytest's capture as a terminal
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
     keys = plan("browse", ["fused_add_rmsnorm"], ["none", "L1"], [0])
     run_experiment(tmp_path / "default", keys, browsing, SETTINGS)
     err = " ".join(capsys.readouterr().err.split())  # pytest's stderr is no terminal: plain lines
@@ -209,8 +211,12 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_progress_is_a_live_bar_in_a_terminal_and_plain_lines_elsewhere(tmp_path):
+def test_progress_is_a_live_bar_in_a_terminal_and_plain_lines_elsewhere(tmp_path, monkeypatch):
     from d2k_env.progress import LineProgress, RichProgress, progress_reporter
+
+    for name in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "COLORTERM"):  # rich reads these
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
 
     assert isinstance(progress_reporter("auto", io.StringIO()), LineProgress)
     assert progress_reporter("quiet") is None
