@@ -201,6 +201,9 @@ class ForkServer:
 
 def _serve_forked(channel_fd: int, processes: bool) -> None:
     from d2k_env.evaluator import worker
+    # As under ``python -m``, the harness is ``__main__``: what a solution reaches through it (and
+    # what the run's fingerprint sees changed) is the same in a forked worker as in an exec'd one.
+    sys.modules["__main__"] = worker
     worker.serve(channel_fd, processes, prepared=True)
     sys.stdout.flush()
 
