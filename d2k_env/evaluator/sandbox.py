@@ -291,7 +291,7 @@ def child_environment(scratch: str, triton_cache: Path, interpret: bool, memchec
     once warm, see :data:`WARM_MARK`). On the GPU, ``CUDA_VISIBLE_DEVICES``
     is ``gpu`` (one device, as the caller's driver names it: an index or a UUID) where given, and
     the caller's own setting otherwise."""
-    env = {k: v for k, v in os.environ.items() if k in ENV_ALLOWLIST or k.startswith("LC_")}
+    env = {k: v for k, v in _environ().items() if k in ENV_ALLOWLIST or k.startswith("LC_")}
     if role is not None:
         env["D2K_WORKER_ROLE"] = role
     if warm_token is not None:
@@ -306,6 +306,17 @@ def child_environment(scratch: str, triton_cache: Path, interpret: bool, memchec
     if memcheck:  # one driver allocation per tensor, so that the checker sees each tensor's bounds
         env.update(PYTORCH_NO_CUDA_MEMORY_CACHING="1", D2K_WORKER_MEMCHECK="1")
     return env
+
+
+def _environ() -> dict[str, str]:
+    """A copy of ``os.environ``, taken while other threads may change it (a key removed between
+    the iteration and the lookup raises; pytest's main thread does it between tests)."""
+    for _ in range(100):
+        try:
+            return dict(os.environ)
+        except (KeyError, RuntimeError):
+            continue
+    return dict(os.environ)
 
 
 class Worker:

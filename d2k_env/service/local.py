@@ -21,7 +21,6 @@ from pathlib import Path
 
 from d2k_env import tempdirs
 from d2k_env.evaluator import Evaluator, EvalResult, resolve_backend
-from d2k_env.evaluator.memcheck import find_memcheck
 from d2k_env.evaluator.pool import WorkerPool
 from d2k_env.service.gpus import GpuLease, lock_directory, visible_gpus
 from d2k_env.service.job import EvalJob
@@ -200,11 +199,6 @@ class LocalService:
     def _serve(self, lane: _Lane) -> None:
         pool = lane.pool = WorkerPool(interpret=self.backend == "interpreter", gpu=lane.gpu, spares=self.spares)
         try:
-            if self.backend == "cuda" and pool.spares and (tool := find_memcheck()) is not None:
-                # A submit's held-out shapes run under the memory checker, whose start (the tool
-                # attaching, the CUDA context under it: 6-7 s on the H200) its spare takes off the
-                # first submit too, not only the later ones.
-                pool.keep_memcheck(tool)
             pool.replenish()
             while (pending := self._next(lane)) is not None:
                 try:
