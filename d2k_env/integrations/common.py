@@ -54,18 +54,18 @@ class LazyEnv:
         self.env_kwargs = env_kwargs
         self.env = None
 
-    def reset(self, task: str, guidance: str | None = None, seed: int | None = None) -> str:
-        """Start an episode of ``task`` (under ``guidance``, if given) and return its prompt."""
+    def reset(self, task: str, guidance: str | None = None,
+              seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode of ``task`` (under ``guidance``, if given): the env's ``(prompt, info)``."""
         from d2k_env.env import KernelEnv
 
         if self.env is None or self.env.task.id != task:
             self.close()
             self.env = KernelEnv(task, **self.env_kwargs)
         options = None if guidance is None else {"guidance": guidance}
-        observation, _ = self.env.reset(seed=seed, options=options)
-        return observation
+        return self.env.reset(seed=seed, options=options)
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action: str | dict[str, Any]) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """One env step; a RuntimeError before the first reset."""
         if self.env is None:
             raise RuntimeError("call reset() before using a tool")

@@ -74,7 +74,8 @@ class KernelToolEnv:
         if task is None:
             raise ValueError("no task: give the row a 'task' column or the adapter a task")
         self._reward = 0.0
-        return self._env.reset(task, guidance, seed)
+        prompt, _ = self._env.reset(task, guidance, seed)
+        return prompt
 
     def get_reward(self) -> float:
         """The episode's reward: that of its submit, 0.0 when it has not submitted."""
