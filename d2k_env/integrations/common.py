@@ -42,11 +42,7 @@ def tool_action(tool: str, **args: Any) -> str:
 class LazyEnv:
     """A :class:`~d2k_env.env.KernelEnv` made on first use from keyword arguments, remade only when
     a reset names another task (so a Triton cache lives as long as the task does).
-
-    Pickling keeps the arguments and drops the env: the copy makes its own on first use. Every
-    ``env_kwargs`` value must therefore pickle (an evaluation service object may not: pass
-    ``evaluator="ray"`` or None rather than a service when the adapter crosses processes).
-    """
+    ``env_kwargs`` go to the env as they are."""
 
     def __init__(self, **env_kwargs: Any):
         if "task_id" in env_kwargs:
@@ -75,6 +71,3 @@ class LazyEnv:
         if self.env is not None:
             self.env.close()
             self.env = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"env_kwargs": self.env_kwargs, "env": None}
