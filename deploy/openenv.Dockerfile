@@ -21,4 +21,4 @@ RUN pip install --no-cache-dir ".[openenv]"
 # The server stays root: run as root, the evaluation sandbox gives each worker an unprivileged user
 # of its own (one of its layers, see the README's security section).
 EXPOSE 8000
-ENTRYPOINT ["python", "-m", "d2k_env.integrations.openenv.server", "--host", "0.0.0.0", "--port", "8000"]
+ENTRYPOINT ["python", "-m", "d2k_env.integrations.openenv", "--host", "0.0.0.0", "--port", "8000"]

@@ -3,7 +3,7 @@
 Start a server (or the image of deploy/openenv.Dockerfile), then run the client:
 
     pip install -e '.[openenv]'
-    python -m d2k_env.integrations.openenv.server --port 8000 --backend interpreter &
+    python -m d2k_env.integrations.openenv --port 8000 --backend interpreter &
     python examples/openenv_client.py --url http://127.0.0.1:8000 --task fused_add_rmsnorm
 
 The scripted agent reads the baseline, writes the expert reference as its solution, runs the

@@ -52,7 +52,9 @@ def test_rows_cover_tasks_guidance_and_seeds():
 
 
 def test_an_episode_through_the_tools_pickled_on_the_way():
-    adapter = pickle.loads(pickle.dumps(KernelToolEnv(backend="interpreter")))
+    # The factory travels to the async trainer's rollout workers, and so may an adapter.
+    factory = pickle.loads(pickle.dumps(partial(KernelToolEnv, backend="interpreter")))
+    adapter = pickle.loads(pickle.dumps(factory()))
     with adapter:
         prompt = adapter.reset(task=TASK, guidance="none", seed=0, prompt=[{"role": "user", "content": ""}])
         assert TASK in prompt and "L1" not in adapter._env.env.state()["guidance"]

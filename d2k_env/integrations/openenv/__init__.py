@@ -2,7 +2,7 @@
 
 - :mod:`.models`: the typed :class:`KernelAction`, :class:`KernelObservation` and :class:`KernelState`;
 - :mod:`.server`: :class:`KernelEnvironment` (``reset``/``step``/``state``, concurrent sessions) and
-  :func:`make_app`, also ``python -m d2k_env.integrations.openenv.server`` to serve it;
+  :func:`make_app`, also ``python -m d2k_env.integrations.openenv`` to serve it;
 - :mod:`.client`: :class:`KernelEnvClient`, the WebSocket client.
 
 Needs the ``openenv`` extra. ``deploy/openenv.Dockerfile`` builds an image that serves it.

@@ -6,7 +6,7 @@ evaluations share one evaluation service, made at the first session, so a burst 
 queued over the machine's GPUs (or CPUs) instead of each session starting its own workers
 (:class:`SharedService`).
 
-Serve it with ``python -m d2k_env.integrations.openenv.server --port 8000`` (``--help`` for the
+Serve it with ``python -m d2k_env.integrations.openenv --port 8000`` (``--help`` for the
 options), or ``uvicorn`` on the app :func:`make_app` returns. The HTTP ``/reset`` and ``/step``
 routes of OpenEnv make a fresh env per request, so an episode of several steps needs the
 WebSocket session (:class:`~d2k_env.integrations.openenv.client.KernelEnvClient`).
@@ -132,7 +132,8 @@ def make_app(task: str | None = None, max_concurrent_envs: int = 8, backend: str
 def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
-    parser = argparse.ArgumentParser(description="Serve the kernel tasks as an OpenEnv environment.")
+    parser = argparse.ArgumentParser(prog="python -m d2k_env.integrations.openenv",
+                                     description="Serve the kernel tasks as an OpenEnv environment.")
     parser.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to accept other machines")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--task", default=None, help="the task of a reset that names none")
@@ -144,7 +145,3 @@ def main(argv: list[str] | None = None) -> None:
     options = {} if args.jobs is None else {"jobs": args.jobs}
     app = make_app(args.task, args.max_concurrent_envs, args.backend, options, reward=args.reward)
     uvicorn.run(app, host=args.host, port=args.port)
-
-
-if __name__ == "__main__":
-    main()
