@@ -4,10 +4,12 @@ against warm workers, on the backend given (the CPU interpreter by default).
 For each task and mode, one ``Evaluator`` evaluates the task's expert reference once untimed (the
 Triton cache is then warm and, in the warm mode, the spares exist), then ``--calls`` times timed,
 each after ``--gap`` seconds idle (an agent's turn: the time a spare has to warm up). ``cold``
-starts both workers fresh per evaluation (``spares=False``, and the only mode of commits before
-spares existed); ``warm`` dispatches to the spares (``spares=True``).
+starts both workers fresh per evaluation by exec (``spares=False``, and the only mode of commits
+before spares existed); ``forked`` forks them fresh from the pool's fork server; ``warm`` dispatches
+to spares forked from it; ``warm-exec`` to spares started by exec (the warm mode of commits before
+the fork server).
 
-    python benchmarks/evaluation_latency.py [--tasks ...] [--modes cold warm] [--calls 5] [--gap 20]
+    python benchmarks/evaluation_latency.py [--tasks ...] [--modes cold forked warm warm-exec] [--calls 5] [--gap 20]
 
 Prints one JSON line per evaluation (task, mode, seconds, load average) and a Markdown table of
 medians with min and max; ``--json PATH`` also writes every sample.
@@ -49,9 +51,19 @@ from d2k_env.task import load_task, task_ids  # noqa: E402
 def measure(task_id: str, mode: str, backend: str, calls: int, gap: float) -> list[dict]:
     task = load_task(task_id)
     # Commits before spares existed take no such option: there every evaluation is cold.
-    spares = {"spares": mode == "warm"} if "spares" in inspect.signature(Evaluator).parameters else {}
-    if mode == "warm" and not spares:
+    spares = {"spares": mode.startswith("warm")} if "spares" in inspect.signature(Evaluator).parameters else {}
+    if mode.startswith("warm") and not spares:
         raise SystemExit("this commit has no warm workers: measure it with --modes cold")
+    try:
+        from d2k_env.evaluator.pool import WorkerPool
+        fork = "fork" in inspect.signature(WorkerPool).parameters
+    except ImportError:
+        fork = False
+    if fork:  # the pool says how workers start: exec (cold, warm-exec) or fork (forked, warm)
+        spares = {"pool": WorkerPool(interpret=backend == "interpreter", spares=mode.startswith("warm"),
+                                     fork=mode in ("forked", "warm"))}
+    elif mode in ("forked", "warm-exec"):
+        raise SystemExit(f"this commit has no fork server: --modes {mode} means nothing here")
     ev = Evaluator(task, backend, **spares)
     try:
         first = ev.evaluate(task.reference_path, "test")
@@ -65,10 +77,14 @@ def measure(task_id: str, mode: str, backend: str, calls: int, gap: float) -> li
             seconds = time.perf_counter() - started
             assert result.correct, result.error
             samples.append({"task": task_id, "mode": mode, "seconds": round(seconds, 3), "load1": load})
+            if "pool" in spares:  # a fork server that died is replaced, and its workers start by exec
+                samples[-1]["fork_servers_alive"] = sum(s.alive() for s in spares["pool"]._servers.values())
             print(json.dumps(samples[-1]), flush=True)
         return samples
     finally:
         ev.close()
+        if "pool" in spares:
+            spares["pool"].close()
 
 
 def env_latency(task_id: str, backend: str, calls: int, gap: float) -> list[dict]:
@@ -131,7 +147,7 @@ def one_shot(task_id: str, calls: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="*", default=None, help="default: every shipped task")
-    parser.add_argument("--modes", nargs="*", default=["cold", "warm"], choices=["cold", "warm"])
+    parser.add_argument("--modes", nargs="*", default=["cold", "warm"], choices=["cold", "forked", "warm", "warm-exec"])
     parser.add_argument("--backend", default="interpreter")
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--gap", type=float, default=20.0, help="idle seconds before each timed evaluation")

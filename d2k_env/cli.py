@@ -9,12 +9,11 @@ import os
 import signal
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 console = Console(highlight=False)
@@ -119,62 +118,6 @@ def cmd_demo(args) -> int:
     return 0 if total > 0 else 1
 
 
-class _RunProgress:
-    """A progress bar of episodes done, running and failed, with one line per finished episode
-    (a :class:`d2k_env.runner.RunCallback`)."""
-
-    def __init__(self, progress: Progress):
-        self.progress = progress
-        self.bar = None
-        self.done = self.running = self.failed = 0
-        self._lock = threading.Lock()
-
-    def _update(self) -> None:
-        self.progress.update(self.bar, completed=self.done, description=f"episodes: {self.done} done, "
-                             f"{self.running} running, {self.failed} failed")
-
-    def on_run_start(self, planned: int, skipped: int) -> None:
-        with self._lock:
-            self.done = skipped
-            self.bar = self.progress.add_task("episodes", total=planned)
-            self._update()
-        if skipped:
-            self.progress.console.print(f"resuming: {skipped} of {planned} episodes already finished, skipped")
-
-    def on_episode_start(self, key) -> None:
-        with self._lock:
-            self.running += 1
-            self._update()
-
-    def on_step(self, key, record) -> None:
-        pass
-
-    def on_episode_end(self, key, header, summary) -> None:
-        with self._lock:
-            self.running -= 1
-            if summary["status"] == "finished":
-                self.done += 1
-            else:
-                self.failed += 1
-            self._update()
-        if summary["status"] == "finished":
-            speed = f", speedup {summary['speedup']:.2f}x" if summary["speedup"] is not None else ""
-            verdict = "[green]correct[/green]" if summary["correct"] else "[red]not correct[/red]"
-            self.progress.console.print(f"{escape(str(key))}: {verdict}{speed}, reward {summary['total_reward']:.3f}, "
-                                        f"{summary['steps']} steps, {summary['tokens']['total_tokens']} tokens")
-        else:
-            self.progress.console.print(f"{key}: [red]failed[/red]: {summary['error']}", markup=False)
-
-    def on_episode_stopped(self, key) -> None:
-        with self._lock:
-            self.running -= 1
-            self._update()
-
-    def on_interrupt(self) -> None:
-        self.progress.console.print("[yellow]stopping: no new episodes; running ones stop after their current step "
-                                    "(Ctrl-C again to quit at once)[/yellow]")
-
-
 def _chat_policy_factory(args):
     from d2k_env.agents.openai_chat import ChatPolicy, make_client, resolve_model
     from d2k_env.chat_format import ContextPolicy
@@ -221,8 +164,10 @@ def _missing_extra(exc: ImportError) -> int:
 
 def _run(args) -> int:
     from d2k_env.agents import reference_policy
+    from d2k_env.progress import progress_reporter
     from d2k_env.runner import RunSettings, plan, run_experiment
     from d2k_env.task import load_task, task_ids
+    from d2k_env.wording import plural
 
     settings = RunSettings(backend=args.backend, reward=args.reward, max_steps=args.max_steps,
                            observation_chars=args.observation_chars)
@@ -232,23 +177,24 @@ def _run(args) -> int:
         name, make_policy = _chat_policy_factory(args)
     keys = plan(name, task_ids() if args.tasks == ["all"] else args.tasks, args.guidance, args.seeds)
     run_dir = Path(args.run_dir)
-    console.print(f"[bold]d2k run[/bold] {run_dir}: policy {name}, {len(keys)} episodes "
-                  f"({len({k.task for k in keys})} tasks x {len({k.condition for k in keys})} guidance conditions x "
-                  f"{len({k.seed for k in keys})} seeds), backend {settings.backend}, {args.jobs} at a time")
+    console.print(f"[bold]d2k run[/bold] {escape(str(run_dir))}: policy {escape(name)}, "
+                  f"{plural(len(keys), 'episode')} ({plural(len({k.task for k in keys}), 'task')} x "
+                  f"{plural(len({k.condition for k in keys}), 'guidance condition')} x "
+                  f"{plural(len({k.seed for k in keys}), 'seed')}), backend {settings.backend}, {args.jobs} at a time")
     tracker = _wandb_tracker(args, run_dir, keys, settings, make_policy) if args.wandb_project else None
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-               TimeElapsedColumn())
+    # Progress goes to standard output, with everything else this command prints.
+    progress = "quiet" if args.quiet else progress_reporter("auto", sys.stdout)
     try:
-        with Progress(*columns, console=console) as progress:
-            callbacks = [_RunProgress(progress)] + ([tracker] if tracker else [])
-            result = run_experiment(run_dir, keys, make_policy, settings, jobs=args.jobs, callbacks=callbacks)
+        result = run_experiment(run_dir, keys, make_policy, settings, jobs=args.jobs,
+                                callbacks=[tracker] if tracker else [], progress=progress)
     except KeyboardInterrupt:  # the second Ctrl-C
         console.print("[red]aborted[/red]: unfinished episodes left only .tmp files, removed by the next run")
         os._exit(130)  # episode threads may still be inside an evaluation: do not wait for them
     if tracker is not None:
         _finish_tracker(tracker, run_dir)
-    console.print(f"{len(result.finished)} episodes finished, {len(result.failed)} failed, {result.skipped} skipped "
-                  f"(already finished). Trajectories: {run_dir / 'episodes'}. Next: d2k report {run_dir}")
+    console.print(f"{plural(len(result.finished), 'episode')} finished, {len(result.failed)} failed, "
+                  f"{result.skipped} skipped (already finished). Trajectories: {escape(str(run_dir / 'episodes'))}. "
+                  f"Next: d2k report {escape(str(run_dir))}")
     if result.interrupted:
         console.print("[yellow]interrupted[/yellow]: run the same command again to resume")
         return 130
@@ -279,6 +225,7 @@ def _wandb_tracker(args, run_dir, keys, settings, make_policy):
 
 def _finish_tracker(tracker, run_dir) -> None:
     from d2k_env.report import build_report
+    from d2k_env.reward import REWARD_VERSION
     from d2k_env.tracking import kernel_rows
     from d2k_env.trajectory import load_run
 
@@ -287,6 +234,8 @@ def _finish_tracker(tracker, run_dir) -> None:
     summary = {}
     if trajectories:
         for p in build_report(run_dir).policies:
+            if p.reward_version != REWARD_VERSION:  # episodes kept from before a scoring change
+                continue
             for s in p.conditions:
                 summary[f"{p.policy}/{s.condition}/correctness_rate"] = s.correctness_rate
                 if s.performance_score is not None:
@@ -295,14 +244,16 @@ def _finish_tracker(tracker, run_dir) -> None:
 
 
 def cmd_report(args) -> int:
-    from d2k_env.report import to_markdown, write_report
+    from d2k_env.report import mixed_versions_warning, to_markdown, write_report
 
     try:
         report, paths = write_report(args.run_dir, args.out)
     except ImportError as exc:
         return _missing_extra(exc)
     print(to_markdown(report))
-    console.print("wrote " + ", ".join(str(p) for p in paths))
+    console.print("wrote " + ", ".join(escape(str(p)) for p in paths))
+    if warning := mixed_versions_warning(report):  # again after the tables, where it cannot scroll away
+        console.print(f"[bold red]{escape(warning)}[/bold red]")
     return 0
 
 
@@ -374,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clip-chars", type=int, default=2000, help="length old tool outputs are shortened to")
     p.add_argument("--max-retries", type=int, default=8, help="retries on rate limits and server errors")
     p.add_argument("--request-timeout", type=float, default=600.0, help="seconds per model request")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress: no bar and no line per episode, only the summary at the end")
     p.add_argument("--wandb-project", help="also log to this wandb project (WANDB_MODE=offline works)")
     p.add_argument("--wandb-entity")
     p.add_argument("--wandb-name", help="wandb run name (default: the run directory's name)")

@@ -384,7 +384,7 @@ class KernelEnv(gym.Env):
 
     def _info(self, **extra) -> dict[str, Any]:
         return {"task": self.task.id, "backend": self.backend, "guidance": list(self._episode_layers),
-                "steps": len(self._log), "max_steps": self.max_steps, **extra}
+                "steps": len(self._log), "max_steps": self.max_steps, "reward_version": rewards.REWARD_VERSION, **extra}
 
     def _require_episode(self, call: str) -> None:
         if self.workspace is None:

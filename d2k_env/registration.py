@@ -14,6 +14,10 @@ MAX_STEPS = 350  # the D2K-Bench turn budget
 
 
 def env_id(task_id: str) -> str:
+    # The id's version bumps when a change makes the task's old scores incomparable with new ones: a
+    # scoring change (which also bumps d2k_env.reward.REWARD_VERSION; then every id bumps), or a change
+    # to the task itself (workloads, inputs, tolerances, baseline, step budget; then that task's id).
+    # Changes that leave every score as it was (new tools, clearer messages, new tasks) keep it.
     return f"D2K/{task_id}-v0"
 
 

@@ -4,7 +4,7 @@ Per policy, task and guidance condition: episodes, correct ones, speedup over th
 that speedup as a fraction of the expert reference's, and the fraction of the roofline reached.
 Per condition: the correctness rate and the Performance Score. Uplift from guidance: overall
 (``none`` -> ``L1+L2+L3``) and per layer along the stacking ``none`` -> ``L1`` -> ``L1+L2`` ->
-``L1+L2+L3``, paired over the tasks present in both conditions compared.
+``L1+L2+L3``.
 
 Definitions (applied everywhere, tables and plots alike):
 
@@ -24,6 +24,12 @@ Definitions (applied everywhere, tables and plots alike):
   correct episodes of their geomean roofline fraction.
 - On a backend that cannot time (the CPU interpreter) there are no speedups: every speed column
   and the Performance Score are reported as not measured, never estimated.
+- Comparisons between conditions (uplift, the layer-stacking plot) are *paired*: computed only on
+  the (task, seed) pairs finished under every condition compared, and they state how many pairs.
+  Otherwise a condition run on fewer or easier tasks would look better or worse for that alone.
+- A task x condition cell that never ran is shown as not run, never as a zero.
+- Trajectories scored under different reward versions (:data:`d2k_env.reward.REWARD_VERSION`) are
+  reported in separate sections, never averaged together, and the report warns that it mixes them.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from d2k_env.runner import STACKING
 from d2k_env.task import project_root
 from d2k_env.trajectory import Trajectory, json_safe, load_run
 from d2k_env.verdict import geomean
+from d2k_env.wording import plural
 
 NOT_MEASURED = "n/a"
 
@@ -100,17 +107,24 @@ class ConditionSummary:
     speedup_when_correct: float | None
 
 
+Pair = tuple[str, int]  # (task, seed): the unit a paired comparison matches across conditions
+
+
 @dataclass
 class Uplift:
-    """From one condition to another, over the tasks both have."""
+    """From one condition to another over ``pairs``: the (task, seed) pairs finished under both."""
 
     source: str
     target: str
-    tasks: list[str]
+    pairs: list[Pair]
     correctness_from: float
     correctness_to: float
     performance_from: float | None
     performance_to: float | None
+
+    @property
+    def tasks(self) -> list[str]:
+        return sorted({task for task, _ in self.pairs})
 
     @property
     def correctness_delta(self) -> float:
@@ -124,8 +138,26 @@ class Uplift:
 
 
 @dataclass
+class Stacking:
+    """The layer stacking, paired: each stacking condition the policy ran (``conditions``), summarised
+    over the same ``pairs``, those finished under every one of them. ``summaries`` is empty when no
+    pair ran under all of them."""
+
+    conditions: list[str]
+    pairs: list[Pair]
+    summaries: list[ConditionSummary]
+
+    @property
+    def tasks(self) -> list[str]:
+        return sorted({task for task, _ in self.pairs})
+
+
+@dataclass
 class PolicyReport:
+    """One policy's results under one reward version (versions are never merged)."""
+
     policy: str
+    reward_version: int | None  # None: recorded before reward versions were
     settings: dict[str, Any]
     gpu: str | None
     timed: bool
@@ -133,7 +165,17 @@ class PolicyReport:
     conditions: list[ConditionSummary]
     overall: Uplift | None
     per_layer: list[Uplift]
+    stacking: Stacking
     failed: list[dict[str, Any]] = field(default_factory=list)
+    label: str = ""  # how tables and plots name this section: the policy, and its reward version when mixed
+    coverage: dict[str, list[Pair]] = field(default_factory=dict)  # condition -> its finished (task, seed) pairs
+
+    @property
+    def missing(self) -> list[tuple[str, str]]:
+        """(task, condition) of the policy's task x condition grid that never ran at all."""
+        ran = {(c.task, c.condition) for c in self.cells}
+        tasks, conditions = sorted({t for t, _ in ran}), sorted({c for _, c in ran}, key=_condition_order)
+        return [(t, c) for t in tasks for c in conditions if (t, c) not in ran]
 
 
 @dataclass
@@ -143,16 +185,32 @@ class Report:
     reference_file: str | None
     reference_gpu: str | None
 
+    @property
+    def reward_versions(self) -> list[int | None]:
+        """The distinct reward versions of the trajectories, ``None`` (unrecorded) last."""
+        return sorted({p.reward_version for p in self.policies}, key=lambda v: (v is None, v or 0))
+
+    @property
+    def mixed_reward_versions(self) -> bool:
+        return len(self.reward_versions) > 1
+
     def to_dict(self) -> dict[str, Any]:
         def uplift(u: Uplift | None):
-            return None if u is None else {**asdict(u), "correctness_delta": u.correctness_delta,
+            return None if u is None else {**asdict(u), "pairs": [list(pair) for pair in u.pairs], "tasks": u.tasks,
+                                            "correctness_delta": u.correctness_delta,
                                             "performance_ratio": u.performance_ratio}
 
         return {"run_dir": self.run_dir, "reference_file": self.reference_file, "reference_gpu": self.reference_gpu,
-                "policies": [{"policy": p.policy, "settings": p.settings, "gpu": p.gpu, "timed": p.timed,
+                "reward_versions": self.reward_versions, "mixed_reward_versions": self.mixed_reward_versions,
+                "policies": [{"policy": p.policy, "reward_version": p.reward_version, "settings": p.settings,
+                              "gpu": p.gpu, "timed": p.timed,
                               "cells": [{**asdict(c), "correct_rate": c.correct_rate} for c in p.cells],
+                              "missing": [{"task": t, "condition": c} for t, c in p.missing],
                               "conditions": [asdict(c) for c in p.conditions],
                               "uplift": {"overall": uplift(p.overall), "per_layer": [uplift(u) for u in p.per_layer]},
+                              "stacking": {"conditions": p.stacking.conditions,
+                                           "pairs": [list(pair) for pair in p.stacking.pairs],
+                                           "summaries": [asdict(s) for s in p.stacking.summaries]},
                               "failed": p.failed} for p in self.policies]}
 
 
@@ -160,21 +218,36 @@ def _condition_order(condition: str) -> tuple[int, str]:
     return (STACKING.index(condition), "") if condition in STACKING else (len(STACKING), condition)
 
 
+def reward_version_name(version: int | None) -> str:
+    return "unrecorded" if version is None else str(version)
+
+
 def build_report(run_dir: str | Path, reference_root: Path | None = None) -> Report:
-    """Everything the tables and plots show, from the run's trajectory files."""
+    """Everything the tables and plots show, from the run's trajectory files.
+
+    Trajectories scored under different reward versions are never averaged together: each
+    (policy, reward version) gets its own section, and :attr:`Report.mixed_reward_versions` says so.
+    """
     trajectories = load_run(run_dir)
     if not trajectories:
         raise ValueError(f"{run_dir} holds no finished episodes yet (episodes/ is empty): run `d2k run` first")
     ref_file, ref_data = latest_reference_results(reference_root)
     ref = reference_speedups(ref_data)
-    by_policy: dict[str, list[Trajectory]] = defaultdict(list)
+    groups: dict[tuple[str, int | None], list[Trajectory]] = defaultdict(list)
     for t in trajectories:
-        by_policy[t.header["policy"]].append(t)
-    policies = [_policy_report(name, ts, ref) for name, ts in sorted(by_policy.items())]
-    return Report(str(run_dir), policies, str(ref_file) if ref_file else None, ref_data.get("meta", {}).get("gpu"))
+        groups[(t.header["policy"], t.header.get("reward_version"))].append(t)
+    policies = [_policy_report(policy, version, ts, ref)
+                for (policy, version), ts in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] is None,
+                                                                                      kv[0][1] or 0))]
+    report = Report(str(run_dir), policies, str(ref_file) if ref_file else None, ref_data.get("meta", {}).get("gpu"))
+    for p in policies:
+        p.label = p.policy + (f" (reward version {reward_version_name(p.reward_version)})"
+                              if report.mixed_reward_versions else "")
+    return report
 
 
-def _policy_report(policy: str, trajectories: list[Trajectory], ref: dict[str, float]) -> PolicyReport:
+def _policy_report(policy: str, version: int | None, trajectories: list[Trajectory],
+                   ref: dict[str, float]) -> PolicyReport:
     first = trajectories[0].header
     settings = {k: first[k] for k in ("backend", "reward", "max_steps")}
     timed = settings["backend"] == "cuda"
@@ -187,16 +260,52 @@ def _policy_report(policy: str, trajectories: list[Trajectory], ref: dict[str, f
                            "error": t.summary["error"], "file": t.path.name})
     cells = [_cell(task, condition, ts, ref.get(task) if timed else None)
              for (task, condition), ts in sorted(groups.items(), key=lambda kv: (kv[0][0], _condition_order(kv[0][1])))]
-    cells = [c for c in cells if c.episodes or c.failed]
     conditions = sorted({c.condition for c in cells}, key=_condition_order)
     # A condition whose episodes all failed has no summary (its failures are listed below the table).
     finished = {cond: [c for c in cells if c.condition == cond and c.episodes] for cond in conditions}
     summaries = [_condition_summary(cond, finished[cond]) for cond in conditions if finished[cond]]
-    present = [c for c in STACKING if any(s.condition == c and s.episodes for s in summaries)]
-    overall = _uplift(cells, "none", "L1+L2+L3") if {"none", "L1+L2+L3"} <= set(present) else None
-    per_layer = [_uplift(cells, a, b) for a, b in zip(STACKING, STACKING[1:]) if a in present and b in present]
-    return PolicyReport(policy, settings, first.get("gpu"), timed, cells, summaries, overall,
-                        [u for u in per_layer if u is not None], failed)
+    paired = _Paired(trajectories, ref if timed else {})
+    present = [c for c in STACKING if finished.get(c)]
+    overall = paired.uplift("none", "L1+L2+L3") if {"none", "L1+L2+L3"} <= set(present) else None
+    per_layer = [paired.uplift(a, b) for a, b in zip(STACKING, STACKING[1:]) if a in present and b in present]
+    return PolicyReport(policy, version, settings, first.get("gpu"), timed, cells, summaries, overall,
+                        [u for u in per_layer if u is not None], paired.stacking(present), failed, policy,
+                        {c: sorted(paired.done[c]) for c in conditions if paired.done.get(c)})
+
+
+class _Paired:
+    """Summaries of conditions restricted to the (task, seed) pairs they share, so that a difference
+    between conditions never comes from comparing different tasks or seeds."""
+
+    def __init__(self, trajectories: list[Trajectory], ref: dict[str, float]):
+        self.ref = ref
+        self.done: dict[str, dict[Pair, Trajectory]] = defaultdict(dict)  # condition -> finished episodes
+        for t in trajectories:
+            if t.finished:
+                self.done[t.header["condition"]][(t.header["task"], t.header["seed"])] = t
+
+    def pairs(self, conditions: list[str]) -> list[Pair]:
+        common = set.intersection(*(set(self.done[c]) for c in conditions)) if conditions else set()
+        return sorted(common)
+
+    def summary(self, condition: str, pairs: list[Pair]) -> ConditionSummary:
+        by_task: dict[str, list[Trajectory]] = defaultdict(list)
+        for task, seed in pairs:
+            by_task[task].append(self.done[condition][(task, seed)])
+        return _condition_summary(condition, [_cell(task, condition, ts, self.ref.get(task))
+                                              for task, ts in sorted(by_task.items())])
+
+    def uplift(self, source: str, target: str) -> Uplift | None:
+        pairs = self.pairs([source, target])
+        if not pairs:
+            return None
+        a, b = self.summary(source, pairs), self.summary(target, pairs)
+        return Uplift(source, target, pairs, a.correctness_rate, b.correctness_rate, a.performance_score,
+                      b.performance_score)
+
+    def stacking(self, conditions: list[str]) -> Stacking:
+        pairs = self.pairs(conditions)
+        return Stacking(conditions, pairs, [self.summary(c, pairs) for c in conditions] if pairs else [])
 
 
 def _cell(task: str, condition: str, trajectories: list[Trajectory], reference: float | None) -> Cell:
@@ -223,17 +332,6 @@ def _condition_summary(condition: str, cells: list[Cell]) -> ConditionSummary:
                             geomean(when_correct) if when_correct else None)
 
 
-def _uplift(cells: list[Cell], source: str, target: str) -> Uplift | None:
-    a = {c.task: c for c in cells if c.condition == source and c.episodes}
-    b = {c.task: c for c in cells if c.condition == target and c.episodes}
-    tasks = sorted(a.keys() & b.keys())
-    if not tasks:
-        return None
-    ca, cb = _condition_summary(source, [a[t] for t in tasks]), _condition_summary(target, [b[t] for t in tasks])
-    return Uplift(source, target, tasks, ca.correctness_rate, cb.correctness_rate, ca.performance_score,
-                  cb.performance_score)
-
-
 # -- rendering -----------------------------------------------------------------------------------
 
 def _x(v: float | None) -> str:
@@ -253,11 +351,29 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
             *("| " + " | ".join(r) + " |" for r in rows)]
 
 
+def _pairs(pairs: list[Pair]) -> str:
+    return f"{len(pairs)} ({plural(len({task for task, _ in pairs}), 'task')})"
+
+
+def mixed_versions_warning(report: Report) -> str | None:
+    """The warning a report mixing reward versions opens with; ``None`` when it does not mix them."""
+    if not report.mixed_reward_versions:
+        return None
+    names = ", ".join(reward_version_name(v) for v in report.reward_versions)
+    return (f"WARNING: these trajectories were scored under different reward versions ({names}). Scores of "
+            "different versions are not comparable: each version has its own sections below, and nothing is "
+            "averaged across versions. Compare only sections of the same reward version.")
+
+
 def to_markdown(report: Report) -> str:
     lines = [f"# d2k report: {report.run_dir}", ""]
+    if warning := mixed_versions_warning(report):
+        lines += [f"> **{warning}**", ""]
     for p in report.policies:
-        lines += [f"## Policy `{p.policy}`", "",
-                  f"Backend {p.settings['backend']}{f' ({p.gpu})' if p.gpu else ''}, reward {p.settings['reward']}, "
+        lines += [f"## Policy `{p.policy}`" + (f", reward version {reward_version_name(p.reward_version)}"
+                                              if report.mixed_reward_versions else ""), "",
+                  f"Backend {p.settings['backend']}{f' ({p.gpu})' if p.gpu else ''}, reward {p.settings['reward']} "
+                  f"(reward version {reward_version_name(p.reward_version)}), "
                   f"at most {p.settings['max_steps']} steps per episode; "
                   f"{sum(c.episodes for c in p.cells)} finished episodes, {len(p.failed)} failed.", ""]
         if not p.timed:
@@ -268,32 +384,46 @@ def to_markdown(report: Report) -> str:
             lines += [f"Expert reference speedups were measured on {report.reference_gpu}, this run on {p.gpu}: "
                       "their ratio compares different machines.", ""]
         lines += ["### Per task and condition", ""]
-        lines += _table(["task", "condition", "correct", "speedup", "speedup when correct", "of expert ref",
-                         "of roofline", "mean steps", "mean tokens"],
-                        [[c.task, c.condition, f"{c.correct}/{c.episodes}" + (f" ({c.failed} failed)" if c.failed else ""),
-                          _x(c.speedup), _x(c.speedup_when_correct), _pct(c.reference_fraction),
-                          _pct(c.roofline_fraction), _num(c.mean_steps, ".1f"), _num(c.mean_tokens, ".0f")]
-                         for c in p.cells])
+        header = ["task", "condition", "correct", "speedup", "speedup when correct", "of expert ref", "of roofline",
+                  "mean steps", "mean tokens"]
+        rows = {(c.task, c.condition): [c.task, c.condition,
+                                        f"{c.correct}/{c.episodes}" + (f" ({c.failed} failed)" if c.failed else ""),
+                                        _x(c.speedup), _x(c.speedup_when_correct), _pct(c.reference_fraction),
+                                        _pct(c.roofline_fraction), _num(c.mean_steps, ".1f"),
+                                        _num(c.mean_tokens, ".0f")] for c in p.cells}
+        # A cell never run is a row that says so: its absence must not read as a zero elsewhere.
+        rows.update({(t, c): [t, c, "not run"] + ["-"] * (len(header) - 3) for t, c in p.missing})
+        lines += _table(header, [rows[k] for k in sorted(rows, key=lambda k: (k[0], _condition_order(k[1])))])
         lines += ["", "### Summary per condition", ""]
         lines += _table(["condition", "tasks", "episodes", "correctness rate", "Performance Score",
                          "speedup when correct"],
                         [[s.condition, str(s.tasks), str(s.episodes), _pct(s.correctness_rate),
                           _x(s.performance_score), _x(s.speedup_when_correct)] for s in p.conditions])
-        lines += ["", "### Uplift from guidance", ""]
+        if len({frozenset(pairs) for pairs in p.coverage.values()}) > 1:
+            lines += ["", "These conditions ran on different tasks or seeds: each row averages over its own "
+                          "episodes, so rows are not comparable. Compare conditions through the paired uplift below."]
+        lines += ["", "### Uplift from guidance (paired)", ""]
         uplifts = ([("overall", p.overall)] if p.overall else []) + [("per layer", u) for u in p.per_layer]
         if uplifts:
-            lines += _table(["", "from", "to", "tasks", "correctness rate", "Performance Score"],
-                            [[kind, u.source, u.target, str(len(u.tasks)),
+            lines += _table(["", "from", "to", "(task, seed) pairs", "correctness rate", "Performance Score"],
+                            [[kind, u.source, u.target, _pairs(u.pairs),
                               f"{_pct(u.correctness_from)} -> {_pct(u.correctness_to)} "
                               f"({100 * u.correctness_delta:+.0f} pp)",
                               NOT_MEASURED if u.performance_ratio is None else
                               f"{_x(u.performance_from)} -> {_x(u.performance_to)} (x{u.performance_ratio:.2f})"]
                              for kind, u in uplifts])
             if len(p.per_layer) < 3:
-                lines += ["", "Per-layer uplift needs every stacking condition: "
+                lines += ["", "Per-layer uplift needs every stacking condition run on common tasks and seeds: "
                               "`d2k run ... --guidance none L1 L1+L2 L1+L2+L3`."]
         else:
-            lines += ["No two guidance conditions of the stacking none -> L1 -> L1+L2 -> L1+L2+L3 share a task yet."]
+            lines += ["No two guidance conditions of the stacking none -> L1 -> L1+L2 -> L1+L2+L3 share a "
+                      "(task, seed) pair yet."]
+        if len(p.stacking.conditions) > 1:
+            lines += ["", f"Layer stacking plot ({', '.join(p.stacking.conditions)}): "
+                          + (f"paired over {plural(len(p.stacking.pairs), '(task, seed) pair')} "
+                             f"({plural(len(p.stacking.tasks), 'task')}), those every one of these conditions ran."
+                             if p.stacking.pairs else
+                             "no (task, seed) pair ran under every one of these conditions, so nothing is drawn.")]
         if p.failed:
             lines += ["", "### Failed episodes (run `d2k run` again to retry them)", ""]
             lines += _table(["task", "condition", "seed", "error"],
@@ -305,14 +435,20 @@ def to_markdown(report: Report) -> str:
               "speedup: the geometric mean over workloads of baseline time / solution time when correct, and 1.0 "
               "when incorrect or never submitted (a failing kernel is not deployed, so the baseline keeps running). "
               "Task speedup: geometric mean over seeds. Correctness rate: mean over tasks of the fraction of correct "
-              "episodes. Performance Score: geometric mean over tasks of the task speedups. Uplift compares two "
-              "conditions on the tasks both have. Expert reference: "
+              "episodes. Performance Score: geometric mean over tasks of the task speedups. Uplift and the layer "
+              "stacking are paired: they compare conditions only on the (task, seed) pairs finished under every "
+              "condition compared. A cell never run is shown as not run, never as zero. Trajectories of different "
+              "reward versions are reported apart, never averaged together. Expert reference: "
               f"{report.reference_file or 'no benchmarks/results/references-*.json found'}.", ""]
     return "\n".join(lines)
 
 
 def write_plots(report: Report, out_dir: Path) -> list[Path]:
-    """``guidance_pairs.png`` (per task, bars per condition) and ``layer_stacking.png``."""
+    """``guidance_pairs.png`` (per task, bars per condition) and ``layer_stacking.png`` (paired).
+
+    A cell never run gets no bar but a ``not run`` mark (``failed`` when every episode failed): a
+    zero-height bar would read as a measured zero.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -330,11 +466,19 @@ def write_plots(report: Report, out_dir: Path) -> list[Path]:
         width = 0.8 / max(len(conditions), 1)
         for ax, (attr, label) in zip(row, metrics):
             for i, cond in enumerate(conditions):
-                cells = {c.task: c for c in p.cells if c.condition == cond and c.episodes}
-                values = [getattr(cells[t], attr) if t in cells and getattr(cells[t], attr) is not None else 0.0
-                          for t in tasks]
-                xs = [j + (i - (len(conditions) - 1) / 2) * width for j in range(len(tasks))]
-                bars = ax.bar(xs, values, width, label=cond)
+                cells = {c.task: c for c in p.cells if c.condition == cond}
+                drawn = []
+                for j, task in enumerate(tasks):
+                    x = j + (i - (len(conditions) - 1) / 2) * width
+                    cell = cells.get(task)
+                    value = getattr(cell, attr) if cell is not None and cell.episodes else None
+                    if value is None:
+                        mark = "not run" if cell is None else "failed" if not cell.episodes else NOT_MEASURED
+                        ax.text(x, 0, f"{cond}: {mark}", rotation=90, ha="center", va="bottom", fontsize=6,
+                                color="gray")
+                    else:
+                        drawn.append((x, value))
+                bars = ax.bar([x for x, _ in drawn], [v for _, v in drawn], width, label=cond, color=f"C{i}")
                 ax.bar_label(bars, fmt="%.2f", fontsize=7)
             ax.set_xticks(range(len(tasks)), tasks, rotation=15, fontsize=8)
             ax.set_ylabel(label)
@@ -343,32 +487,46 @@ def write_plots(report: Report, out_dir: Path) -> list[Path]:
                 ax.set_ylim(0, 1.12)
             else:
                 ax.axhline(1.0, color="gray", lw=0.8, ls="--")
-            ax.set_title(f"{p.policy}: {label}" + ("" if p.timed or attr != "correct_rate"
-                                                    else " (speed not measured on this backend)"), fontsize=9)
+            ax.set_title(f"{p.label}: {label}" + ("" if p.timed or attr != "correct_rate"
+                                                   else " (speed not measured on this backend)"), fontsize=9)
         row[-1].legend(fontsize=7, title="guidance", title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     paths.append(out_dir / "guidance_pairs.png")
     fig.savefig(paths[-1], dpi=120)
     plt.close(fig)
 
-    fig, axes = plt.subplots(1, len(metrics), squeeze=False, figsize=(5.5 * len(metrics), 3.8))
+    fig, axes = plt.subplots(1, len(metrics), squeeze=False, figsize=(6.5 * len(metrics), 4.2))
     for ax, (attr, label) in zip(axes[0], [("correctness_rate", "correctness rate"),
                                              ("performance_score", "Performance Score")][:len(metrics)]):
+        notes = []
         for p in report.policies:
-            points = [(s.condition, getattr(s, attr)) for s in p.conditions
-                      if s.condition in STACKING and getattr(s, attr) is not None]
-            if points:
-                ax.plot([c for c, _ in points], [v for _, v in points], marker="o", label=p.policy)
-                for c, v in points:
-                    ax.annotate(f"{v:.2f}", (c, v), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+            st = p.stacking
+            not_run = [c for c in STACKING if c not in st.conditions]
+            suffix = f"; not run: {', '.join(not_run)}" if not_run else ""
+            points = [(STACKING.index(s.condition), getattr(s, attr)) for s in st.summaries
+                      if getattr(s, attr) is not None]
+            if not points:
+                notes.append(f"{p.label}: no (task, seed) pair ran under every condition{suffix}" if not st.pairs
+                             else f"{p.label}: {label} not measured")
+                continue
+            ax.plot([x for x, _ in points], [v for _, v in points], marker="o",
+                    label=f"{p.label}: {plural(len(st.pairs), '(task, seed) pair')}, "
+                          f"{plural(len(st.tasks), 'task')}{suffix}")
+            for x, v in points:
+                ax.annotate(f"{v:.2f}", (x, v), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+        for n, note in enumerate(notes):
+            ax.text(0.01, 0.02 + 0.06 * n, note, transform=ax.transAxes, fontsize=7, color="gray")
+        ax.set_xticks(range(len(STACKING)), STACKING)
+        ax.set_xlim(-0.5, len(STACKING) - 0.5)
         ax.set_xlabel("guidance layers shown (cumulative)")
         ax.set_ylabel(label)
         if attr == "correctness_rate":
             ax.set_ylim(0, 1.12)
         else:
             ax.set_ylim(bottom=0)
-        ax.set_title(f"layer stacking: {label}", fontsize=9)
-        ax.legend(fontsize=7)
+        ax.set_title(f"layer stacking, paired over the (task, seed) pairs every condition ran: {label}", fontsize=8)
+        if ax.get_lines():
+            ax.legend(fontsize=7)
     fig.tight_layout()
     paths.append(out_dir / "layer_stacking.png")
     fig.savefig(paths[-1], dpi=120)

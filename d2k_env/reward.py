@@ -11,6 +11,9 @@ workload (a launch-bound one, say) can dominate; the cap sits far above what exp
 over eager PyTorch (10-18x on the shipped tasks). On a backend that cannot time (the CPU
 interpreter) a correct submission earns 1.0 under every kind. The reward never depends on which
 guidance layers were shown.
+
+Scores carry :data:`REWARD_VERSION`: in every step's ``info``, in every trajectory's header and in
+``d2k report``, which reports each version apart (see the rule next to the constant).
 """
 
 from __future__ import annotations
@@ -19,6 +22,13 @@ import math
 
 from d2k_env.evaluator.protocol import EvalResult
 from d2k_env.verdict import geomean
+
+# The version of the scoring rules. Bump it in the same commit as any change that can give the same
+# submission a different reward, correctness verdict or measured speedup: a reward formula, the cap,
+# the correctness checks or tolerances, the inputs checked, how time is measured. Scores of different
+# versions are not comparable, so reports never average them together. When old scores of a task
+# become incomparable, its Gymnasium id's version (D2K/<task>-v0) bumps too (see registration.py).
+REWARD_VERSION = 1
 
 REWARDS = ("speedup", "log_speedup", "binary")
 SPEEDUP_CAP = 100.0

@@ -30,9 +30,10 @@ from d2k_env.agents.base import Policy, TokenUsage
 from d2k_env.chat_format import clip_middle
 from d2k_env.env import MAX_STEPS, parse_guidance
 from d2k_env.evaluator import resolve_backend
+from d2k_env.progress import ProgressReporter, progress_reporter
 from d2k_env.registration import env_id
 from d2k_env.service import EvaluationService, make_service
-from d2k_env.reward import check_reward_kind
+from d2k_env.reward import REWARD_VERSION, check_reward_kind
 from d2k_env.task import load_task
 from d2k_env.trajectory import (FORMAT_VERSION, TMP_SUFFIX, EpisodeKey, TrajectoryError, TrajectoryWriter,
                                 episodes_dir, read_trajectory)
@@ -188,8 +189,14 @@ class RunDirectory:
 
 def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy: Callable[[EpisodeKey], Policy],
                    settings: RunSettings, jobs: int = 1, callbacks: Sequence[RunCallback] = (),
-                   stop: threading.Event | None = None, service: EvaluationService | None = None) -> RunResult:
+                   stop: threading.Event | None = None, service: EvaluationService | None = None,
+                   progress: str | ProgressReporter = "auto") -> RunResult:
     """Run every episode of ``keys`` not yet finished in ``run_dir``.
+
+    ``progress`` says how the run reports itself as it goes (see :mod:`d2k_env.progress`):
+    ``"auto"`` (a live bar on a terminal, plain lines on standard error otherwise), ``"rich"``,
+    ``"lines"``, ``"quiet"``, or a reporter made by :func:`~d2k_env.progress.progress_reporter`
+    (e.g. to write elsewhere). ``callbacks`` receive every event as well, reporter or not.
 
     Ctrl-C (or ``stop.set()``) stops cleanly: no new episode starts, running ones stop at their next
     step and leave nothing behind; a second Ctrl-C while waiting for them propagates.
@@ -200,6 +207,8 @@ def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy:
     """
     if jobs < 1:
         raise ValueError("jobs must be >= 1")
+    reporter = progress if isinstance(progress, ProgressReporter) else progress_reporter(progress)
+    callbacks = [reporter, *callbacks] if reporter is not None else list(callbacks)
     stop = stop or threading.Event()
     result = RunResult(planned=len(keys))
     own = service is None
@@ -208,6 +217,8 @@ def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy:
         if own:
             service = make_service("local", settings.backend, jobs=jobs)
             stack.callback(service.close)
+        if reporter is not None:
+            stack.enter_context(reporter)
         todo = [k for k in keys if directory.status(k) != "finished"]
         result.skipped = len(keys) - len(todo)
         for cb in callbacks:
@@ -280,7 +291,7 @@ def run_episode(key: EpisodeKey, make_policy: Callable[[EpisodeKey], Policy], se
     header: dict[str, Any] = {
         "type": "header", "format": FORMAT_VERSION, "policy": key.policy, "task": key.task,
         "condition": key.condition, "guidance": list(parse_guidance(key.condition)), "seed": key.seed,
-        **settings.compared(), "observation_chars_limit": settings.observation_chars,
+        **settings.compared(), "reward_version": REWARD_VERSION, "observation_chars_limit": settings.observation_chars,
         "versions": versions(), "gpu": gpu_name(settings.backend), "start_time": _now(),
         "policy_settings": None, "prompt": None,
     }

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable
 
+from d2k_env.reward import REWARD_VERSION
 from d2k_env.runner import RunCallback, RunSettings, gpu_name, versions
 from d2k_env.trajectory import EpisodeKey, Trajectory
 
@@ -25,6 +26,7 @@ def experiment_config(keys: Iterable[EpisodeKey], settings: RunSettings, policy_
     keys = list(keys)
     return {"tasks": sorted({k.task for k in keys}), "guidance_conditions": sorted({k.condition for k in keys}),
             "seeds": sorted({k.seed for k in keys}), "policy": policy_settings, **settings.compared(),
+            "reward_version": REWARD_VERSION,
             "gpu": gpu_name(settings.backend), "versions": versions()}
 
 

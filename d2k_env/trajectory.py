@@ -3,7 +3,8 @@
 A file holds, in order:
 
 - a ``header`` line: task, condition (guidance shown), seed, policy and its settings, backend,
-  reward, step budget, versions, GPU, start time, and the full reset prompt;
+  reward and the reward version that scored it (absent in files written before reward versions),
+  step budget, versions, GPU, start time, and the full reset prompt;
 - one ``step`` line per env step: index, action text, what the model said for it (when a model was
   asked), observation (clipped to the run's limit; ``observation_chars`` is the full length),
   reward, terminated, truncated, tool, error, evaluation result (when the tool evaluated), wall

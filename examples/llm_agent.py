@@ -19,7 +19,9 @@ import argparse
 from d2k_env.agents import ChatPolicy
 from d2k_env.agents.openai_chat import make_client, resolve_model
 from d2k_env.report import to_markdown, write_report
+from d2k_env.reward import REWARD_VERSION
 from d2k_env.runner import RunSettings, plan, run_experiment
+from d2k_env.wording import plural
 
 
 def main() -> None:
@@ -51,11 +53,13 @@ def main() -> None:
         callbacks.append(WandbTracker(args.wandb_project, config, args.run_dir))
 
     result = run_experiment(args.run_dir, keys, make_policy, settings, jobs=args.jobs, callbacks=callbacks)
-    print(f"{len(result.finished)} episodes finished, {len(result.failed)} failed, {result.skipped} already done")
+    print(f"{plural(len(result.finished), 'episode')} finished, {len(result.failed)} failed, "
+          f"{result.skipped} already done")
     report, paths = write_report(args.run_dir)
     print(to_markdown(report))
     print("wrote", ", ".join(map(str, paths)))
-    ours = next(p for p in report.policies if p.policy == model)
+    # The section this run scored; a resumed directory may also hold episodes of an older reward version.
+    ours = next(p for p in report.policies if p.policy == model and p.reward_version == REWARD_VERSION)
     for tracker in callbacks:
         tracker.finish({f"{s.condition}/correctness_rate": s.correctness_rate for s in ours.conditions})
 

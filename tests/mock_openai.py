@@ -5,7 +5,8 @@ returns for the request (an assistant message: ``content`` and/or ``tool_calls``
 ``(name, arguments dict)`` pairs, optionally ``reasoning_content``). Like a real server it rejects a conversation whose tool calls
 are not all answered (400). ``faults`` is a queue of HTTP statuses (429, 500, ...) served, in order,
 instead of the next completions. Token usage is a deterministic function of the text, recorded per
-response in ``billed``.
+response in ``billed``. A request with ``"stream": true`` gets the same completion as server-sent
+events: one chunk holding the whole message, the usage, then ``[DONE]``.
 """
 
 from __future__ import annotations
@@ -126,6 +127,24 @@ class MockChatServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client was killed: nobody to answer
 
+            def _stream(self, payload: dict) -> None:
+                """``payload`` (a chat completion) as one streamed chunk, as clients that stream read it."""
+                choice = payload["choices"][0]
+                delta = dict(choice["message"])
+                if "tool_calls" in delta:
+                    delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(delta["tool_calls"])]
+                chunk = {**{k: v for k, v in payload.items() if k != "choices"}, "object": "chat.completion.chunk",
+                         "choices": [{"index": 0, "delta": delta, "finish_reason": choice["finish_reason"]}]}
+                data = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
             def do_GET(self):
                 if self.path.rstrip("/") == "/v1/models":
                     self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model", "created": 0,
@@ -145,7 +164,11 @@ class MockChatServer:
                     server.last_request = time.monotonic()
                 try:
                     body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                    self._send(*server._complete(body))
+                    status, payload, headers = server._complete(body)
+                    if status == 200 and body.get("stream"):
+                        self._stream(payload)
+                    else:
+                        self._send(status, payload, headers)
                 finally:
                     with server.lock:
                         server.in_flight -= 1

@@ -58,3 +58,22 @@ def test_an_unreadable_run_directory_is_a_clear_error(capsys, tmp_path):
     target.write_text("a file where a run directory should be")
     assert main(["report", str(target)]) == 2
     assert "error:" in capsys.readouterr().out
+
+
+def test_run_reports_a_failed_episode_readably_and_counts_in_the_singular(capsys, tmp_path, monkeypatch):
+    import d2k_env.agents
+
+    def unreachable(task):
+        raise ConnectionError("the server said [bold]no[/bold]")  # markup-like text must come out verbatim
+
+    monkeypatch.setattr(d2k_env.agents, "reference_policy", unreachable)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)  # would make rich treat pytest's capture as a terminal
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    assert main(["run", str(tmp_path), "--policy", "reference", "--tasks", "merge_attn_states", "--guidance", "none",
+                 "--backend", "interpreter"]) == 1
+    out = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert "1 episode (1 task x 1 guidance condition x 1 seed)" in out, out
+    assert "merge_attn_states [none] seed 0 (reference): failed: ConnectionError: the server said [bold]no[/bold]" \
+        in out, out
+    assert "[red]" not in out and "[/red]" not in out
+    assert "0 episodes finished, 1 failed" in out

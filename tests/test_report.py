@@ -6,6 +6,8 @@ its summaries computed by the runner's own :func:`submission_metrics` from evalu
 
 import json
 import math
+import re
+from pathlib import Path
 
 import pytest
 
@@ -32,14 +34,15 @@ def geo(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
-def write_episode(run_dir, key, speedups, status="finished"):
+def write_episode(run_dir, key, speedups, status="finished", reward_version=1):
     evaluation = {"mode": "submit", "backend": "cuda", "timed": True, "error": None, "correct": speedups is not None,
                   "workloads": [{"name": f"w{i}", "correct": speedups is not None, "speedup": s, "roofline_fraction": s / 20}
                                 for i, s in enumerate(speedups or [1.0, 1.0])]}
     w = TrajectoryWriter(episodes_dir(run_dir) / key.filename)
     w.write({"type": "header", "format": FORMAT_VERSION, "policy": key.policy, "task": key.task,
              "condition": key.condition, "seed": key.seed, "backend": "cuda", "reward": "speedup", "max_steps": 350,
-             "gpu": "NVIDIA H200", "prompt": "..."})
+             "gpu": "NVIDIA H200", "prompt": "...",
+             **({} if reward_version is None else {"reward_version": reward_version})})
     w.write({"type": "step", "index": 1, "action": '{"tool": "submit"}', "evaluation": evaluation})
     w.write({"type": "summary", "status": status, "error": None if status == "finished" else "RateLimitError: gave up",
              "total_reward": 0.0, "steps": 1, **submission_metrics(evaluation), "submitted_code": "code",
@@ -122,7 +125,7 @@ def test_report_files_tables_and_plots(timed_run, capsys):
     assert f"| fused_add_rmsnorm | L1+L2+L3 | 2/2 | {speedup:.2f}x |" in md
     assert "| merge_attn_states | L1+L2+L3 | 2/2 (1 failed) |" in md
     assert "nan" not in md.lower()
-    assert "| overall | none | L1+L2+L3 | 2 | 25% -> 100% (+75 pp) |" in md
+    assert "| overall | none | L1+L2+L3 | 4 (2 tasks) | 25% -> 100% (+75 pp) |" in md  # 2 tasks x seeds 0, 1
     assert "RateLimitError: gave up" in md and "1.0 when incorrect" in md
     data = json.loads((timed_run / "report.json").read_text())
     assert data["policies"][0]["conditions"][0]["condition"] == "none"
@@ -154,3 +157,133 @@ def test_a_condition_whose_episodes_all_failed_has_no_summary_but_is_listed(tmp_
     report = build_report(tmp_path).policies[0]
     assert [s.condition for s in report.conditions] == ["none"]
     assert [f["condition"] for f in report.failed] == ["L1+L2+L3"] and report.overall is None
+
+
+# -- a run whose conditions cover different tasks and seeds ----------------------------------------
+# A two-task run (none and L1+L2+L3, seed 0), then a layer study on one task (L1 and L1+L2, seed 0)
+# and a second seed of that task without guidance. Only (A, 0) ran under every condition, and it
+# is incorrect under all four: the paired stacking is flat. Averaging each condition over whatever
+# ran it instead draws a V (none 0.75, L1 0, L1+L2 0, L1+L2+L3 0.5).
+A, B = "fused_add_rmsnorm", "merge_attn_states"
+UNEVEN = {(A, "none", 0): None, (A, "none", 1): [2, 2], (A, "L1", 0): None, (A, "L1+L2", 0): None,
+          (A, "L1+L2+L3", 0): None, (B, "none", 0): [2, 2], (B, "L1+L2+L3", 0): [2, 2]}
+
+
+@pytest.fixture
+def uneven_run(tmp_path):
+    episodes_dir(tmp_path).mkdir(parents=True)
+    for (task, cond, seed), speedups in UNEVEN.items():
+        write_episode(tmp_path, EpisodeKey("model-a", task, cond, seed), speedups)
+    return tmp_path
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """Every figure the report saves, by file name, so a test reads what was plotted (not pixels)."""
+    from matplotlib.figure import Figure
+
+    saved, original = {}, Figure.savefig
+
+    def record(fig, fname, *args, **kwargs):
+        saved[Path(fname).name] = fig
+        return original(fig, fname, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", record)
+    return saved
+
+
+def _ticks(ax):
+    return {round(x): t.get_text() for x, t in zip(ax.get_xticks(), ax.get_xticklabels())}
+
+
+def bars(ax):
+    """(condition, task) -> bar height, for every bar drawn on a grouped bar chart."""
+    ticks = _ticks(ax)
+    return {(c.get_label(), ticks[round(p.get_x() + p.get_width() / 2)]): p.get_height()
+            for c in ax.containers for p in c.patches}
+
+
+def lines(ax):
+    """label -> {x category: y}, for every labelled line."""
+    ticks = _ticks(ax)
+    return {l.get_label(): {x if isinstance(x, str) else ticks[round(x)]: y for x, y in zip(l.get_xdata(), l.get_ydata())}
+            for l in ax.get_lines() if not l.get_label().startswith("_")}
+
+
+def test_a_cell_never_run_is_plotted_as_missing_not_as_zero(uneven_run, figures):
+    from d2k_env.report import write_report
+
+    write_report(uneven_run)
+    correctness, speedup = figures["guidance_pairs.png"].axes[:2]
+    for ax in (correctness, speedup):
+        drawn = bars(ax)
+        assert (B, "L1") not in {(t, c) for c, t in drawn}, f"a bar drawn for a cell never run: {drawn}"
+        assert (B, "L1+L2") not in {(t, c) for c, t in drawn}
+        assert drawn[("L1", A)] == (0.0 if ax is correctness else pytest.approx(1.0))  # ran, all incorrect
+        assert sum("not run" in t.get_text() for t in ax.texts) == 2
+
+
+def test_layer_stacking_is_paired_over_the_tasks_and_seeds_every_condition_ran(uneven_run, figures):
+    from d2k_env.report import write_report
+
+    report, _ = write_report(uneven_run)
+    correctness, performance = figures["layer_stacking.png"].axes[:2]
+    [(label, points)] = lines(correctness).items()
+    assert points == {"none": 0.0, "L1": 0.0, "L1+L2": 0.0, "L1+L2+L3": 0.0}  # only (A, seed 0) ran under all four
+    assert label.startswith("model-a") and "1 (task, seed) pair" in label
+    [(_, speed)] = lines(performance).items()
+    assert speed == {c: pytest.approx(1.0) for c in ("none", "L1", "L1+L2", "L1+L2+L3")}
+    [p] = report.policies
+    assert p.stacking.pairs == [(A, 0)]
+
+
+def test_uplift_tables_pair_tasks_and_seeds_and_say_how_many_pairs(uneven_run):
+    from d2k_env.report import to_markdown
+
+    report = build_report(uneven_run)
+    [p] = report.policies
+    assert p.overall.pairs == [(A, 0), (B, 0)]  # (A, 1) ran without guidance only
+    assert p.overall.correctness_delta == 0.0 and p.overall.performance_ratio == pytest.approx(1.0)
+    assert [(u.source, u.target, u.pairs) for u in p.per_layer] == [
+        ("none", "L1", [(A, 0)]), ("L1", "L1+L2", [(A, 0)]), ("L1+L2", "L1+L2+L3", [(A, 0)])]
+    md = to_markdown(report)
+    assert "| overall | none | L1+L2+L3 | 2 (2 tasks) | 50% -> 50% (+0 pp) |" in md
+    assert "| per layer | none | L1 | 1 (1 task) | 0% -> 0% (+0 pp) |" in md
+    for cond in ("L1", "L1+L2"):  # missing cells are rows that say so, never zeros
+        assert re.search(rf"\| {B} \| {re.escape(cond)} \| not run \|( - \|)+$", md, re.M), md
+    assert "different tasks or seeds" in md  # the unpaired summary warns against comparing its rows
+    data = report.to_dict()["policies"][0]
+    assert data["uplift"]["overall"]["pairs"] == [[A, 0], [B, 0]]
+    assert {(m["task"], m["condition"]) for m in data["missing"]} == {(B, "L1"), (B, "L1+L2")}
+
+
+def test_a_report_mixing_reward_versions_says_so_and_never_averages_them(tmp_path, capsys):
+    episodes_dir(tmp_path).mkdir(parents=True)
+    # Under version 1 guidance looks harmful, under version 2 helpful; the unrecorded one predates versions.
+    for seed, version, none, guided in ((0, 1, [2, 2], None), (1, 2, None, [2, 2]), (2, None, [2, 2], [2, 2])):
+        write_episode(tmp_path, EpisodeKey("model-a", A, "none", seed), none, reward_version=version)
+        write_episode(tmp_path, EpisodeKey("model-a", A, "L1+L2+L3", seed), guided, reward_version=version)
+    assert main(["report", str(tmp_path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "different reward versions (1, 2, unrecorded)" in out
+    report = build_report(tmp_path)
+    assert report.mixed_reward_versions and report.reward_versions == [1, 2, None]
+    assert [(p.policy, p.reward_version) for p in report.policies] == [("model-a", 1), ("model-a", 2), ("model-a", None)]
+    deltas = [p.overall.correctness_delta for p in report.policies]
+    assert deltas == [-1.0, 1.0, 0.0]  # each version on its own episodes, nothing averaged across them
+    assert [p.overall.pairs for p in report.policies] == [[(A, 0)], [(A, 1)], [(A, 2)]]
+    md = (tmp_path / "report.md").read_text()
+    assert md.index("WARNING") < md.index("## Policy")
+    assert "## Policy `model-a`, reward version 2" in md and "## Policy `model-a`, reward version unrecorded" in md
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["mixed_reward_versions"] is True and data["reward_versions"] == [1, 2, None]
+    assert [p["reward_version"] for p in data["policies"]] == [1, 2, None]
+
+
+def test_one_reward_version_is_stated_without_a_warning(timed_run):
+    report = build_report(timed_run)
+    assert not report.mixed_reward_versions and report.reward_versions == [1]
+    from d2k_env.report import to_markdown
+
+    md = to_markdown(report)
+    assert "WARNING" not in md and "(reward version 1)" in md

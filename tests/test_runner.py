@@ -1,6 +1,8 @@
 """The experiment runner: trajectory files, resume, interruption, failures (CPU backend, no evaluations)."""
 
+import io
 import json
+import re
 import threading
 import time
 
@@ -188,3 +190,64 @@ def test_a_failing_callback_stops_the_run_without_leaving_episodes_running(tmp_p
     assert 1 <= len(finished) < len(keys)
     result = run_experiment(tmp_path, keys, browsing, SETTINGS, jobs=2)  # the lock was released
     assert result.skipped == len(finished) and len(result.finished) == len(keys) - len(finished)
+
+
+def test_run_experiment_reports_progress_from_python_unless_quiet(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("FORCE_COLOR", raising=False)  # would make rich treat pytest's capture as a terminal
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    keys = plan("browse", ["fused_add_rmsnorm"], ["none", "L1"], [0])
+    run_experiment(tmp_path / "default", keys, browsing, SETTINGS)
+    err = " ".join(capsys.readouterr().err.split())  # pytest's stderr is no terminal: plain lines
+    for key in keys:
+        assert f"{key}: not correct, reward 0.000, 3 steps, 0 tokens" in err, err
+    assert "2/2" in err
+    run_experiment(tmp_path / "quiet", keys, browsing, SETTINGS, progress="quiet")
+    out, err = capsys.readouterr()
+    assert "browse" not in out + err
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_is_a_live_bar_in_a_terminal_and_plain_lines_elsewhere(tmp_path, monkeypatch):
+    from d2k_env.progress import LineProgress, RichProgress, progress_reporter
+
+    for name in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "COLORTERM"):  # rich reads these
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+
+    assert isinstance(progress_reporter("auto", io.StringIO()), LineProgress)
+    assert progress_reporter("quiet") is None
+    with pytest.raises(ValueError, match="progress"):
+        progress_reporter("loud")
+    terminal = Terminal()
+    reporter = progress_reporter("auto", terminal)
+    assert isinstance(reporter, RichProgress)
+    keys = plan("browse", ["fused_add_rmsnorm"], ["none", "L1"], [0])
+    run_experiment(tmp_path, keys, lambda k: Exploding() if k.condition == "L1" else browsing(k), SETTINGS,
+                   progress=reporter)
+    raw = terminal.getvalue()
+    assert "\x1b[" in raw  # styled: the verdicts are coloured, not written as markup
+    text = " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw).split())
+    assert f"{keys[1]}: failed: ConnectionError: model server unreachable" in text, text
+    assert f"{keys[0]}: not correct" in text and "[red]" not in text
+
+
+def test_reward_version_is_in_every_info_and_every_trajectory(tmp_path):
+    import gymnasium as gym
+
+    from d2k_env.registration import env_id
+    from d2k_env.reward import REWARD_VERSION
+
+    env = gym.make(env_id("merge_attn_states"), backend="interpreter")
+    _, info = env.reset(seed=0)
+    assert info["reward_version"] == REWARD_VERSION
+    *_, info = env.step(call("list_files"))
+    assert info["reward_version"] == REWARD_VERSION
+    env.close()
+    keys = plan("browse", ["merge_attn_states"], ["none"], [0])
+    run_experiment(tmp_path, keys, browsing, SETTINGS, progress="quiet")
+    [t] = load_run(tmp_path)
+    assert t.header["reward_version"] == REWARD_VERSION

@@ -13,10 +13,11 @@ flood, crash or stray process the same Evaluator still passes the reference; the
 reaches the output; and the attacks through the env's tools. Per task, after every case above, the
 reference still passes on the Evaluator the exploits ran on, and the project's task tree is as it was.
 
-Speed: one Evaluator per (task, backend, limits), shared by every case; each evaluation is two fresh
-sandboxed processes, so the selected ones run on a small thread pool (D2K_SECURITY_WORKERS, default
-2), started in test order when the module starts; each test waits for its own. Policy-refused
-evaluations start no process. Every evaluation has a fixed seed (``Seed:``, default 1).
+Speed: one Evaluator per (task, backend, limits), shared by every case, and one worker pool per
+backend; each evaluation is two fresh sandboxed processes (forked from a warm Python, see
+d2k_env.evaluator.forkserver), so the selected ones run on a small thread pool (D2K_SECURITY_WORKERS,
+default 2), started in test order when the module starts; each test waits for its own.
+Policy-refused evaluations start no process. Every evaluation has a fixed seed (``Seed:``, default 1).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import d2k_env.evaluator
 from conftest import call
 from d2k_env.evaluator import Evaluator, PhaseLimits
 from d2k_env.evaluator.policy import check_solution
+from d2k_env.evaluator.pool import WorkerPool
 from d2k_env.reward import submission_reward
 from d2k_env.task import load_task, project_root, task_ids
 from d2k_env.verdict import format_result
@@ -79,12 +81,15 @@ class Outcome:
 
 
 class Lab:
-    """Evaluators per (task, backend, limits) and a thread pool running evaluations ahead of the tests."""
+    """Evaluators per (task, backend, limits), one worker pool per backend that they share (each
+    thread running evaluations gets its own fork server there) and a thread pool running
+    evaluations ahead of the tests."""
 
     def __init__(self, workers: int):
         self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="security")
         self.futures: dict[str, Future] = {}
         self.evaluators: dict[tuple[str, str, bool], Evaluator] = {}
+        self.worker_pools: dict[str, WorkerPool] = {}
         self.lock = threading.Lock()
         self.tmp = Path(tempfile.mkdtemp(prefix="d2k-security-"))
         os.chmod(self.tmp, 0o755)
@@ -94,7 +99,10 @@ class Lab:
             key = (task_id, backend, short)
             if key not in self.evaluators:
                 limits = SHORT_LIMITS if short else NORMAL_LIMITS if backend == "interpreter" else None
-                self.evaluators[key] = Evaluator(load_task(task_id), backend, limits=limits)
+                if backend not in self.worker_pools:
+                    self.worker_pools[backend] = WorkerPool(interpret=backend == "interpreter", spares=False)
+                self.evaluators[key] = Evaluator(load_task(task_id), backend, limits=limits,
+                                                 pool=self.worker_pools[backend])
             return self.evaluators[key]
 
     def workdir(self, key: str) -> Path:
@@ -115,6 +123,8 @@ class Lab:
         self.pool.shutdown(wait=True, cancel_futures=True)
         for ev in self.evaluators.values():
             ev.close()
+        for pool in self.worker_pools.values():
+            pool.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 

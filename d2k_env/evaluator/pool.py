@@ -14,6 +14,7 @@ import weakref
 import time
 
 from d2k_env.evaluator.confine import landlock_abi
+from d2k_env.evaluator.forkserver import ForkServer, ForkServerDied
 from d2k_env.evaluator.memcheck import MemcheckTool
 from d2k_env.evaluator.sandbox import Worker
 
@@ -39,18 +40,25 @@ class WorkerPool:
     of a memory-checked run). :meth:`wait_warm` waits until every spare is warm: nothing is timed on
     a GPU while a spare beside it still starts up.
 
-    A supervisor dies with the thread that started it (``PR_SET_PDEATHSIG``), so a spare is handed
-    only to an evaluation on that thread; from any other thread :meth:`take` starts a fresh worker.
-    :meth:`close` ends the spares; they never outlive the pool, their thread or the process.
+    With ``fork=True`` workers are forked from a fork server (:mod:`~d2k_env.evaluator.forkserver`),
+    one per thread that asks the pool for workers, started at its first request: a copy of a Python
+    that imported torch and Triton once, so a worker costs milliseconds of CPU instead of seconds.
+    A worker under the memory checker is started by exec.
+
+    A supervisor dies with the thread that started it or, forked, with its thread's fork server,
+    which dies with that thread (``PR_SET_PDEATHSIG``); so a spare is handed only to an evaluation on
+    that thread; from any other thread :meth:`take` starts a fresh worker. :meth:`close` ends the
+    spares and the fork servers; they never outlive the pool, their thread or the process.
     """
 
-    def __init__(self, interpret: bool, gpu: str | None = None, spares: bool = True):
-        self.interpret, self.gpu = interpret, gpu
+    def __init__(self, interpret: bool, gpu: str | None = None, spares: bool = True, fork: bool = True):
+        self.interpret, self.gpu, self.fork = interpret, gpu, fork
         self.spares = spares and landlock_abi() >= 6
         self.memcheck: MemcheckTool | None = None
         self._idle: dict[str, Worker] = {}
-        # Spares taken down when the pool is collected or the process exits without close().
-        self._close_idle = weakref.finalize(self, _close_all, self._idle)
+        self._servers: dict[threading.Thread, ForkServer] = {}
+        # Spares and server taken down when the pool is collected or the process exits without close().
+        self._close_idle = weakref.finalize(self, _close_all, self._idle, self._servers)
 
     def keep_memcheck(self, tool: MemcheckTool) -> None:
         """Keep a spare under ``tool`` too (the GPU memory checker), from the next :meth:`replenish`."""
@@ -62,7 +70,27 @@ class WorkerPool:
             if self.memcheck is None:
                 raise ValueError("no memory checker was given to this pool (keep_memcheck)")
             return Worker.start("solution", self.interpret, self.gpu, memcheck=self.memcheck)
+        server = self._fork_server()
+        if server is not None:
+            try:
+                return Worker.start(kind, self.interpret, self.gpu, server=server)
+            except ForkServerDied:  # killed: the next worker gets a new one
+                pass
         return Worker.start(kind, self.interpret, self.gpu)
+
+    def _fork_server(self) -> ForkServer | None:
+        """The calling thread's fork server, started now when it has none (or a dead one: killed, or
+        its thread ended, which ends it); None without ``fork``."""
+        if not self.fork:
+            return None
+        for thread, server in list(self._servers.items()):
+            if not server.alive() or not thread.is_alive():
+                del self._servers[thread]
+                server.close()
+        me = threading.current_thread()
+        if me not in self._servers:
+            self._servers[me] = ForkServer(self.interpret, self.gpu)
+        return self._servers[me]
 
     def take(self, kind: str) -> tuple[Worker, bool]:
         """A worker of ``kind`` (a role, or :data:`MEMCHECK`) for one evaluation, and whether it is a
@@ -104,11 +132,14 @@ class WorkerPool:
         return dict(self._idle)
 
     def close(self) -> None:
-        """Take down and remove the spares; none starts after this. Safe to call more than once."""
-        self.spares = False
+        """Take down and remove the spares and end the fork server; none starts after this. Safe to
+        call more than once."""
+        self.spares = self.fork = False
         self._close_idle()
 
 
-def _close_all(workers: dict[str, Worker]) -> None:
+def _close_all(workers: dict[str, Worker], servers: dict[threading.Thread, ForkServer]) -> None:
     while workers:
         workers.popitem()[1].close()
+    while servers:
+        servers.popitem()[1].close()

@@ -167,11 +167,15 @@ def _load_confine():
     return module
 
 
-def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, cgroup, launcher: list[str]) -> int:
+def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, cgroup, launcher: list[str],
+                  serve=None) -> int:
     """Fork the worker: it joins the evaluation's cgroup, confines itself, reports the layers on
     ``layers_fd`` (closed by the exec) and execs, through ``launcher`` when one is given (a program
     that runs the worker as its child: it gets every layer but Landlock, which the worker's own
-    process applies before it execs Python). Nothing of the solution has run yet."""
+    process applies before it execs Python). With ``serve`` (a supervisor forked by the fork server,
+    whose Python has torch and Triton imported already) it execs nothing: it closes every file
+    descriptor but stdin, stdout, stderr and the channel, and calls ``serve(channel_fd, processes)``
+    under the same layers. Nothing of the solution has run yet."""
     argv = [sys.executable, "-m", WORKER_MODULE, str(channel_fd), "processes" if confinement.processes else "no-processes"]
     if launcher:  # Landlock is applied by the worker's own process (see confine.main), the rest here
         argv = [*launcher, sys.executable, "-I", "-S", _CONFINE, confinement.landlock_json(), *argv]
@@ -190,8 +194,15 @@ def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, c
                     f.write("0")
             layers = confinement.apply(landlock=not launcher)
             os.write(layers_fd, json.dumps(layers).encode())
-            os.set_inheritable(channel_fd, True)
             signal.pthread_sigmask(signal.SIG_SETMASK, ())
+            if serve is not None:
+                # No exec to close what the worker must not hold (the supervisor's pipes, the
+                # env's request and status ends): Landlock does not reach descriptors already open.
+                os.closerange(3, channel_fd)
+                os.closerange(channel_fd + 1, os.sysconf("SC_OPEN_MAX"))
+                serve(channel_fd, confinement.processes)
+                os._exit(0)
+            os.set_inheritable(channel_fd, True)
             os.execv(argv[0], argv)
         except BaseException as exc:  # noqa: BLE001
             try:
@@ -294,15 +305,21 @@ def take_down(reaped: Reaped, deadline_s: float = CLEANUP_S) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    launcher = json.loads(argv[5]) if len(argv) > 5 else []
+    return supervise(int(argv[1]), int(argv[2]), int(argv[3]), argv[4], launcher)
+
+
+def supervise(channel_fd: int, status_fd: int, parent: int, confinement_json: str, launcher: list[str],
+              serve=None) -> int:
+    """The supervisor's life, from starting the worker to the status report (see the module's
+    docstring); ``serve`` as in :func:`_spawn_worker`. Returns the exit status."""
     # Stop requests wait in the mask until sigwait takes them; SIGCHLD too (for sigtimedwait).
     signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
-    channel_fd, status_fd, parent = int(argv[1]), int(argv[2]), int(argv[3])
-    launcher = json.loads(argv[5]) if len(argv) > 5 else []
     os.set_inheritable(status_fd, False)
     os.set_inheritable(channel_fd, False)
     report: dict = {"worker": None, "others": 0, "clean": False, "subreaper": False, "oom_kills": 0}
     confine = _load_confine()
-    confinement = confine.Confinement.from_json(argv[4])
+    confinement = confine.Confinement.from_json(confinement_json)
     worker, cgroup, dispatched = None, None, threading.Event()
     if os.getppid() == parent:  # else the env died before PR_SET_PDEATHSIG was set: start nothing
         report["subreaper"] = prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -313,7 +330,7 @@ def main(argv: list[str]) -> int:
         stdin_read, stdin_write = os.pipe()
         layers_read, layers_write = os.pipe()
         try:
-            worker = _spawn_worker(worker_end, stdin_read, layers_write, confinement, cgroup, launcher)
+            worker = _spawn_worker(worker_end, stdin_read, layers_write, confinement, cgroup, launcher, serve)
         except OSError as exc:
             report["error"] = f"cannot start the worker: {exc}"
         for fd in (worker_end, stdin_read, layers_write):

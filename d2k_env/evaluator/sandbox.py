@@ -50,6 +50,7 @@ from pathlib import Path
 from d2k_env import tempdirs
 from d2k_env.evaluator import reaper
 from d2k_env.evaluator.confine import Confinement, landlock_abi, reachable_by_others
+from d2k_env.evaluator.forkserver import ForkedSupervisor, ForkServer
 from d2k_env.evaluator.memcheck import LOG_NAME, MemcheckTool, read_log
 from d2k_env.evaluator.protocol import EvalRequest
 
@@ -160,10 +161,17 @@ def _limit_child(loopback: bool) -> None:
         pass
 
 
-def _start_supervisor(loopback: bool) -> None:
-    """In the supervisor before exec: the limits, and SIGHUP (a stop request that also removes the
-    worker's directory) when the thread starting it, or the env, dies."""
+def prepare_supervisor(loopback: bool) -> None:
+    """In the supervisor before exec (or, forked by the fork server, before it supervises): the
+    limits, and SIGHUP (a stop request that also removes the worker's directory) when the thread
+    that started it, or the env, dies (the fork server, for one it forked)."""
     _limit_child(loopback)
+    prepare_server()
+
+
+def prepare_server() -> None:
+    """In the fork server before exec: SIGHUP (which ends it, and every supervisor it forked) when
+    the env's thread that started it dies."""
     # Under nohup SIGHUP is ignored, and an ignored signal survives exec: the parent-death signal
     # would be discarded. (libc's own call: Python's signal.signal works in the main thread only.)
     _SIGNAL(reaper.ORPHANED, _SIG_DFL)
@@ -287,7 +295,7 @@ def child_environment(scratch: str, triton_cache: Path, interpret: bool, memchec
     once warm, see :data:`WARM_MARK`). On the GPU, ``CUDA_VISIBLE_DEVICES``
     is ``gpu`` (one device, as the caller's driver names it: an index or a UUID) where given, and
     the caller's own setting otherwise."""
-    env = {k: v for k, v in os.environ.items() if k in ENV_ALLOWLIST or k.startswith("LC_")}
+    env = {k: v for k, v in _environ().items() if k in ENV_ALLOWLIST or k.startswith("LC_")}
     if role is not None:
         env["D2K_WORKER_ROLE"] = role
     if warm_token is not None:
@@ -302,6 +310,17 @@ def child_environment(scratch: str, triton_cache: Path, interpret: bool, memchec
     if memcheck:  # one driver allocation per tensor, so that the checker sees each tensor's bounds
         env.update(PYTORCH_NO_CUDA_MEMORY_CACHING="1", D2K_WORKER_MEMCHECK="1")
     return env
+
+
+def _environ() -> dict[str, str]:
+    """A copy of ``os.environ``, taken while other threads may change it (a key removed between
+    the iteration and the lookup raises; pytest's main thread does it between tests)."""
+    for _ in range(100):
+        try:
+            return dict(os.environ)
+        except (KeyError, RuntimeError):
+            continue
+    return dict(os.environ)
 
 
 class Worker:
@@ -325,11 +344,12 @@ class Worker:
     """
 
     def __init__(self, role: str, interpret: bool, gpu: str | None, directory: Path, task_dir: Path,
-                 outputs_dir: Path, triton_cache: Path, memcheck: MemcheckTool | None):
-        self.role, self.interpret, self.gpu, self.memcheck = role, interpret, gpu, memcheck
+                 outputs_dir: Path, triton_cache: Path, memcheck: MemcheckTool | None,
+                 server: ForkServer | None = None):
+        self.role, self.interpret, self.gpu, self.memcheck, self.server = role, interpret, gpu, memcheck, server
         self.directory, self.scratch = directory, directory / "scratch"
         self.task_dir, self.outputs_dir, self.triton_cache = task_dir, outputs_dir, triton_cache
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen | ForkedSupervisor | None = None
         self._channel_fd = self._status_fd = -1
         self._output: OutputTail | None = None
         self._ran = False
@@ -338,18 +358,23 @@ class Worker:
     @classmethod
     def start(cls, role: str, interpret: bool, gpu: str | None = None, memcheck: MemcheckTool | None = None,
               task_root: str | Path | None = None, outputs_dir: str | Path | None = None,
-              triton_cache: str | Path | None = None) -> "Worker":
+              triton_cache: str | Path | None = None, server: ForkServer | None = None) -> "Worker":
         """A started worker of ``role`` (``solution`` or ``check``) on the interpreter or the GPU
         (``gpu``: its ``CUDA_VISIBLE_DEVICES``), under ``memcheck`` (which starts it, inside the same
         confinement) when given. ``task_root``, ``outputs_dir`` and ``triton_cache`` put the task
         snapshot, the outputs and the cache in the caller's directories instead of the worker's own
-        (the cold path, whose request names them already)."""
+        (the cold path, whose request names them already). With ``server`` (a fork server of the
+        same backend and GPU; not with ``memcheck``, whose tool must exec the worker) its supervisor
+        is forked from the server, and the worker from that, with torch and Triton imported already;
+        otherwise both are started by exec."""
+        if server is not None and (memcheck is not None or (server.interpret, server.gpu) != (interpret, gpu)):
+            raise ValueError("a fork server serves its own backend and GPU, and no memory-checked worker")
         directory = Path(tempdirs.mkdtemp("eval"))
         for name in ("scratch", "task", "outputs", "triton-cache"):
             (directory / name).mkdir()
         worker = cls(role, interpret, gpu, directory, Path(task_root or directory / "task"),
                      Path(outputs_dir or directory / "outputs"), Path(triton_cache or directory / "triton-cache"),
-                     memcheck)
+                     memcheck, server)
         try:
             worker._launch()
         except BaseException:
@@ -364,17 +389,20 @@ class Worker:
                                       self.role, self.interpret, self.memcheck, port)
         launcher = [json.dumps(self.memcheck.argv(self.log_path, port))] if self.memcheck else []
         token = secrets.token_hex(8)
+        env = child_environment(scratch, self.triton_cache, self.interpret, self.memcheck is not None,
+                                self.role, self.gpu, token)
         read_fd, write_fd = os.pipe()
         status_read, status_write = os.pipe()
         try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", _REAPER, str(write_fd), str(status_write), str(os.getpid()),
-                 confinement.to_json(), *launcher],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch,
-                env=child_environment(scratch, self.triton_cache, self.interpret, self.memcheck is not None,
-                                      self.role, self.gpu, token),
-                pass_fds=(write_fd, status_write), start_new_session=True,
-                preexec_fn=functools.partial(_start_supervisor, self.memcheck is not None))
+            if self.server is not None:
+                self._proc = self.server.spawn(confinement.to_json(), env, scratch, False, write_fd, status_write)
+            else:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-I", "-S", _REAPER, str(write_fd), str(status_write), str(os.getpid()),
+                     confinement.to_json(), *launcher],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch, env=env,
+                    pass_fds=(write_fd, status_write), start_new_session=True,
+                    preexec_fn=functools.partial(prepare_supervisor, self.memcheck is not None))
         except BaseException:
             os.close(read_fd)
             os.close(status_read)

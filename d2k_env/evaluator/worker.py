@@ -2,7 +2,7 @@
 
 Usage (by the supervisor, :mod:`d2k_env.evaluator.reaper`, only): ``python -m d2k_env.evaluator.worker
 FD processes|no-processes`` with the JSON :class:`EvalRequest` on stdin, which the worker reads only
-once it is warm (see :func:`warm_up`): a spare waits there, and an empty stdin ends it unused.
+once it is warm (see :func:`prepare` and :func:`warm_device`): a spare waits there, and an empty stdin ends it unused.
 Progress and the result are JSON lines on file descriptor FD, the harness's own channel: whatever
 the solution prints goes to stdout/stderr and never counts.
 
@@ -450,17 +450,14 @@ def _measure_ceilings(device: torch.device) -> dict[str, float]:
     return measure_ceilings(device)
 
 
-def warm_up() -> bool:
-    """What every evaluation of this worker's backend and role needs, done before its request exists
-    (a spare waits warm): Triton, and on the interpreter (``TRITON_INTERPRET=1`` in the environment
-    the sandbox gave it) the patch that makes it compute like the GPU; on the GPU the CUDA context
-    of device 0 of those ``CUDA_VISIBLE_DEVICES`` shows, and the modules of timing and profiling;
-    for the solution role (``D2K_WORKER_ROLE``) one allocation under the torch-work guard, whose
-    first operator sets up torch's Python dispatch, and on the GPU (but under the memory checker,
-    which the profiler cannot share the context with) one profiled operator: CUPTI's start-up took
-    5-7 s of the first workload's check on the H200. Triton's own key, a hash of its installed
-    files (0.4 s), is computed too. Nothing of a task or a solution is touched. Returns whether
-    this worker interprets."""
+def prepare() -> bool:
+    """What every evaluation of this worker's backend needs whatever its role and device, done before
+    any request exists, and safe to fork from (no CUDA, no thread pools; the fork server does it
+    once for all the workers it forks): Triton, and on the interpreter (``TRITON_INTERPRET=1`` in the
+    environment the sandbox gave it) the patch that makes it compute like the GPU; on the GPU the
+    modules of timing and profiling; one allocation under the torch-work guard, whose first operator
+    sets up torch's Python dispatch; Triton's own key, a hash of its installed files (0.4 s).
+    Nothing of a task or a solution is touched. Returns whether this worker interprets."""
     import triton.language  # noqa: F401 - imported for its first use
     try:
         from triton.runtime.cache import triton_key  # cached after its first call
@@ -474,33 +471,44 @@ def warm_up() -> bool:
     else:
         from torch import profiler  # noqa: F401 - imported for its first use
         from d2k_env.evaluator import timing  # noqa: F401
-        if torch.cuda.is_available():
-            torch.zeros(1, device="cuda:0")
-    if os.environ.get("D2K_WORKER_ROLE") == "solution":
-        with TorchWorkGuard(frozenset()):
-            torch.empty(1)
-        if not interprets and torch.cuda.is_available() and os.environ.get("D2K_WORKER_MEMCHECK") != "1":
-            from torch.profiler import ProfilerActivity, profile
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
-                with profile(activities=[ProfilerActivity.CUDA]):
-                    torch.zeros(1, device="cuda:0")
-                    torch.cuda.synchronize()
+    with TorchWorkGuard(frozenset()):
+        torch.empty(1)
     return interprets
 
 
-def main() -> None:
-    # The last layer of the sandbox, installed before the solution loads: the supervisor says
-    # whether new processes are allowed (on the GPU, Triton runs ptxas; the interpreter needs none).
-    filtered = seccomp(processes=sys.argv[2] == "processes")
-    interprets = warm_up()
+def warm_device(interprets: bool) -> None:
+    """What this worker's device and role (``D2K_WORKER_ROLE``) need before the request, after
+    :func:`prepare`: on the GPU the CUDA context of device 0 of those ``CUDA_VISIBLE_DEVICES`` shows
+    and, for the solution role (but under the memory checker, which the profiler cannot share the
+    context with), one profiled operator: CUPTI's start-up took 5-7 s of the first workload's check
+    on the H200."""
+    if interprets or not torch.cuda.is_available():
+        return
+    torch.zeros(1, device="cuda:0")
+    if os.environ.get("D2K_WORKER_ROLE") == "solution" and os.environ.get("D2K_WORKER_MEMCHECK") != "1":
+        from torch.profiler import ProfilerActivity, profile
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            with profile(activities=[ProfilerActivity.CUDA]):
+                torch.zeros(1, device="cuda:0")
+                torch.cuda.synchronize()
+
+
+def serve(channel_fd: int, processes: bool, prepared: bool = False) -> None:
+    """One worker's life after the sandbox's other layers: seccomp (the last layer, installed before
+    the solution loads; ``processes`` says whether new processes are allowed: on the GPU, Triton
+    runs ptxas, the interpreter needs none), the warm-up (:func:`prepare` unless ``prepared``, then
+    :func:`warm_device`), the warm mark, then the one request on stdin, its result on ``channel_fd``."""
+    filtered = seccomp(processes=processes)
+    interprets = os.environ.get("TRITON_INTERPRET") == "1" if prepared else prepare()
+    warm_device(interprets)
     if token := os.environ.pop("D2K_WARM_TOKEN", ""):  # sandbox.WARM_MARK: the env times nothing beside
         os.write(1, f"d2k-worker-warm:{token}\n".encode())  # a worker still warming up
     text = sys.stdin.read()
     if not text:
         return  # a spare closed unused: no request will come
     req = EvalRequest.from_json(text)
-    channel = Channel(int(sys.argv[1]))
+    channel = Channel(channel_fd)
     backend = "cuda" if req.device == "cuda" else "interpreter"
     try:
         if interprets != (req.device == "cpu"):
@@ -514,6 +522,10 @@ def main() -> None:
         result = EvalResult(req.mode, backend, error=f"the {req.role} process failed:\n{short_traceback(exc)}")
     result.sandbox["seccomp"] = filtered
     channel.result(result.to_dict())
+
+
+def main() -> None:
+    serve(int(sys.argv[1]), sys.argv[2] == "processes")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,147 @@
+"""A kernel task as an OpenEnv ``Environment``, and the app that serves it.
+
+Each WebSocket session gets its own :class:`KernelEnvironment` (its own workspace and episode);
+``max_concurrent_envs`` sessions may be open at once, e.g. the rollouts of a GRPO group. Their
+evaluations share one evaluation service, made at the first session, so a burst of submits is
+queued over the machine's GPUs (or CPUs) instead of each session starting its own workers
+(:class:`SharedService`).
+
+Serve it with ``python -m d2k_env.integrations.openenv --port 8000`` (``--help`` for the
+options), or ``uvicorn`` on the app :func:`make_app` returns. The HTTP ``/reset`` and ``/step``
+routes of OpenEnv make a fresh env per request, so an episode of several steps needs the
+WebSocket session (:class:`~d2k_env.integrations.openenv.client.KernelEnvClient`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import uuid
+from typing import Any
+
+from openenv.core.env_server.http_server import create_app
+from openenv.core.env_server.interfaces import Environment
+
+from d2k_env.integrations.common import LazyEnv
+from d2k_env.integrations.openenv.models import KernelAction, KernelObservation, KernelState
+
+
+class KernelEnvironment(Environment[KernelAction, KernelObservation, KernelState]):
+    """One session's episodes (see the module docstring). ``reset(task=..., guidance=..., seed=...)``
+    starts one (``task`` defaults to the one given here); ``env_kwargs`` go to
+    :class:`~d2k_env.env.KernelEnv`. A step before the first reset is an error."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True  # every session has its own workspace; nothing mutable is shared
+
+    def __init__(self, task: str | None = None, **env_kwargs: Any):
+        super().__init__()
+        self._default_task = task
+        self._env = LazyEnv(**env_kwargs)
+        self._episode_id: str | None = None
+        self._reward = 0.0
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, task: str | None = None,
+              guidance: str | None = None, **kwargs: Any) -> KernelObservation:
+        """Start an episode of ``task`` showing ``guidance`` (e.g. "none", "L1+L2"; default: the env's)."""
+        task = task or self._default_task
+        if task is None:
+            raise ValueError("reset needs a task (this server has no default task)")
+        text, info = self._env.reset(task, guidance, seed)
+        self._episode_id = episode_id or uuid.uuid4().hex
+        self._reward = 0.0
+        return _observation(text, 0.0, False, False, info)
+
+    def step(self, action: KernelAction, timeout_s: float | None = None, **kwargs: Any) -> KernelObservation:
+        """Take one tool call; ``done`` once submitted or out of budget (``truncated`` says which)."""
+        text, reward, terminated, truncated, info = self._env.step({"tool": action.tool, "args": action.args})
+        self._reward += reward
+        return _observation(text, reward, terminated, truncated, info)
+
+    @property
+    def state(self) -> KernelState:
+        """The episode's configuration, progress, reward so far and workspace files."""
+        if self._env.env is None or self._env.env.workspace is None:
+            return KernelState()
+        state = self._env.env.state()
+        return KernelState(episode_id=self._episode_id, step_count=state["steps"], task=state["task_id"],
+                           guidance=state["guidance"], seed=state["seed"], terminated=state["terminated"],
+                           reward=self._reward, files=state["files"])
+
+    def close(self) -> None:
+        self._env.close()
+
+
+def _observation(text: str, reward: float, terminated: bool, truncated: bool,
+                 info: dict[str, Any]) -> KernelObservation:
+    return KernelObservation(text=text, reward=reward, done=terminated or truncated, truncated=truncated,
+                             task=info["task"], guidance=info["guidance"], steps=info["steps"],
+                             max_steps=info["max_steps"], error=info.get("error"),
+                             evaluation=info.get("evaluation"))
+
+
+class SharedService:
+    """An evaluation service for many sessions, made at the first evaluation (a service starts its
+    workers at once; sessions that never evaluate should not pay for them). It is one: every
+    session's env sends its jobs here, and they are queued over the machine's GPUs (or CPUs)."""
+
+    def __init__(self, backend: str = "auto", **options: Any):
+        from d2k_env.evaluator import resolve_backend
+
+        self.backend = resolve_backend(backend)  # an env checks it matches its own
+        self.options = options
+        self._service = None
+        self._lock = threading.Lock()
+
+    def submit(self, job, task=None):
+        from d2k_env.service import make_service
+
+        with self._lock:
+            if self._service is None:
+                self._service = make_service("local", self.backend, **self.options)
+            return self._service.submit(job, task)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._service is not None:
+                self._service.close()
+                self._service = None
+
+
+def make_app(task: str | None = None, max_concurrent_envs: int = 8, backend: str = "auto",
+             service_options: dict[str, Any] | None = None, **env_kwargs: Any):
+    """The FastAPI app serving :class:`KernelEnvironment` sessions (at most ``max_concurrent_envs``
+    at once; a further one is refused until one closes).
+
+    ``env_kwargs`` go to each session's :class:`~d2k_env.env.KernelEnv`. Unless they name an
+    ``evaluator``, the sessions share one :class:`SharedService` of ``backend`` configured by
+    ``service_options`` (e.g. ``jobs``, ``gpus``); ``app.state.d2k_service.close()`` ends it (the
+    process's exit does too).
+    """
+    if "evaluator" not in env_kwargs:
+        env_kwargs["evaluator"] = SharedService(backend, **(service_options or {}))
+
+    def factory() -> KernelEnvironment:
+        return KernelEnvironment(task, backend=backend, **env_kwargs)
+
+    app = create_app(factory, KernelAction, KernelObservation, env_name="d2k_env",
+                     max_concurrent_envs=max_concurrent_envs)
+    app.state.d2k_service = env_kwargs["evaluator"]
+    return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    import uvicorn
+
+    parser = argparse.ArgumentParser(prog="python -m d2k_env.integrations.openenv",
+                                     description="Serve the kernel tasks as an OpenEnv environment.")
+    parser.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to accept other machines")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--task", default=None, help="the task of a reset that names none")
+    parser.add_argument("--backend", default="auto", choices=("auto", "cuda", "interpreter"))
+    parser.add_argument("--reward", default="speedup")
+    parser.add_argument("--max-concurrent-envs", type=int, default=8)
+    parser.add_argument("--jobs", type=int, default=None, help="interpreter lanes (default: one per CPU)")
+    args = parser.parse_args(argv)
+    options = {} if args.jobs is None else {"jobs": args.jobs}
+    app = make_app(args.task, args.max_concurrent_envs, args.backend, options, reward=args.reward)
+    uvicorn.run(app, host=args.host, port=args.port)

@@ -1,0 +1,143 @@
+"""The OpenEnv adapter served on loopback: eight WebSocket sessions at once, each with its own
+workspace (a ninth is refused), typed state, plain HTTP routes, and one real evaluation (the
+reference submitted scores 1). Needs the ``openenv`` extra (skipped without it)."""
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("openenv.core")
+uvicorn = pytest.importorskip("uvicorn")
+httpx = pytest.importorskip("httpx")
+websockets = pytest.importorskip("websockets")
+
+from d2k_env.integrations.openenv import KernelAction, KernelEnvClient, make_app  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+TASK = "fused_add_rmsnorm"
+SESSIONS = 8
+
+
+@pytest.fixture(scope="module")
+def server():
+    """The app on a free loopback port, in a thread; yields its base URL."""
+    app = make_app(TASK, max_concurrent_envs=SESSIONS, backend="interpreter", service_options={"jobs": 1})
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(app, log_level="warning", ws_max_size=64 * 2**20)
+    served = uvicorn.Server(config)
+    thread = threading.Thread(target=served.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not served.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    served.should_exit = True
+    thread.join(timeout=30)
+    app.state.d2k_service.close()
+    sock.close()
+
+
+def call(tool: str, **args) -> KernelAction:
+    return KernelAction(tool=tool, args=args)
+
+
+async def opened(url: str, **kwargs) -> KernelEnvClient:
+    """A client whose session the server has accepted. A slot is freed when the server notices a
+    closed connection, a moment after the client closes, so a refusal is retried for 30 s."""
+    deadline = time.monotonic() + 30
+    while True:
+        client = KernelEnvClient(base_url=url, **kwargs)
+        try:
+            await client.connect()
+            await client.state()  # answered by the session, or the refusal arrives here
+            return client
+        except (RuntimeError, websockets.ConnectionClosed) as exc:
+            await client.close()
+            refused = isinstance(exc, websockets.ConnectionClosed) or "CAPACITY_REACHED" in str(exc)
+            if not refused or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
+async def session(url: str, index: int, ready: asyncio.Barrier) -> dict:
+    """One session: reset, write a file of its own, wait until every session has, read it back."""
+    env = await opened(url, message_timeout_s=120)
+    try:
+        guidance = ("none", "L1+L2+L3")[index % 2]
+        first = await env.reset(task=TASK, guidance=guidance, seed=index)
+        written = await env.step(call("write_file", path="notes.txt", content=f"session {index}\n"))
+        await ready.wait()  # all eight are open now, each with its file written
+        read = await env.step(call("read_file", path="notes.txt"))
+        state = await env.state()
+        return {"first": first, "written": written, "read": read, "state": state, "guidance": guidance}
+    finally:
+        await env.close()
+
+
+def test_eight_sessions_at_once_each_in_its_own_workspace(server):
+    async def run():
+        ready = asyncio.Barrier(SESSIONS)
+        return await asyncio.gather(*(session(server, i, ready) for i in range(SESSIONS)))
+
+    results = asyncio.run(run())
+    for index, r in enumerate(results):
+        assert TASK in r["first"].observation.text and r["first"].observation.steps == 0
+        assert r["first"].observation.guidance == ([] if r["guidance"] == "none" else ["L1", "L2", "L3"])
+        assert r["written"].observation.error is None and r["written"].reward == 0.0
+        assert f"session {index}" in r["read"].observation.text and not r["read"].done
+        state = r["state"]
+        assert (state.task, state.seed, state.step_count, state.terminated) == (TASK, index, 2, False)
+        assert state.files["notes.txt"] == f"session {index}\n"
+
+
+def test_a_ninth_session_is_refused_while_eight_are_open(server):
+    async def run():
+        clients = [await opened(server) for _ in range(SESSIONS)]
+        try:
+            # The server refuses a session by speaking first: an error, then it closes.
+            async with websockets.connect(server.replace("http", "ws") + "/ws") as extra:
+                refusal = json.loads(await asyncio.wait_for(extra.recv(), 30))
+            assert refusal["type"] == "error" and refusal["data"]["code"] == "CAPACITY_REACHED"
+        finally:
+            for client in clients:
+                await client.close()
+        again = await opened(server)  # closed sessions free their slots
+        try:
+            assert (await again.reset(seed=1)).observation.task == TASK
+        finally:
+            await again.close()
+
+    asyncio.run(run())
+
+
+def test_http_routes_describe_the_typed_env(server):
+    assert httpx.get(f"{server}/health", timeout=30).status_code == 200
+    schema = httpx.get(f"{server}/schema", timeout=30).json()
+    assert "tool" in schema["action"]["properties"] and "text" in schema["observation"]["properties"]
+
+
+def test_a_real_evaluation_through_the_server(server):
+    async def run():
+        env = await opened(server, message_timeout_s=300)
+        try:
+            await env.reset(seed=0)  # the server's default task
+            bad = await env.step(call("read_file", path="no_such_file.py"))
+            await env.step(call("write_file", path="solution.py",
+                                content=(ROOT / "references" / f"{TASK}.py").read_text()))
+            submitted = await env.step(call("submit"))
+            return bad, submitted, await env.state()
+        finally:
+            await env.close()
+
+    bad, submitted, state = asyncio.run(run())
+    assert bad.observation.error and not bad.done
+    assert submitted.done and submitted.reward == 1.0 and not submitted.observation.truncated
+    assert submitted.observation.evaluation["mode"] == "submit"
+    assert state.terminated and state.reward == 1.0
