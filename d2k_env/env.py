@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from gymnasium import spaces
 
 from d2k_env import tempdirs
 from d2k_env import reward as rewards
@@ -30,12 +29,12 @@ from d2k_env.prompt import build_prompt
 from d2k_env.registration import MAX_STEPS
 from d2k_env.service import EvalJob, EvaluationService, make_service
 from d2k_env.task import GUIDANCE_LAYERS, load_task, task_ids
+from d2k_env.text_space import UnicodeText, escaped
 from d2k_env.tools import FORMAT, MAX_ACTION_CHARS, ActionError, parse_action
 from d2k_env.verdict import format_result
 from d2k_env.workspace import Workspace, WorkspaceError
 
 MAX_OBSERVATION_CHARS = 200_000
-CHARSET = frozenset(chr(c) for c in range(32, 127)) | {"\n", "\t"}
 
 SOLUTION_STUB = '''"""Your solution. forward(*inputs) must match baseline.py, computed by Triton kernels defined here."""
 
@@ -116,9 +115,10 @@ def parse_guidance(guidance: str | tuple[str, ...] | list[str] | None) -> tuple[
 
 
 def to_observation(text: str, limit: int = MAX_OBSERVATION_CHARS, tail: int = 2000) -> str:
-    """Printable ASCII plus newline and tab (anything else escaped), clipped with a note when too long."""
-    text = text.replace("\r\n", "\n").encode("ascii", "backslashreplace").decode("ascii")
-    text = "".join(c if c in CHARSET else f"\\x{ord(c):02x}" for c in text)
+    """The text as its characters, but those outside the observation space's charset (control
+    characters, surrogates, characters beyond the Basic Multilingual Plane) as escapes (see
+    :func:`d2k_env.text_space.escaped`), CRLF line ends as LF; clipped with a note when too long."""
+    text = escaped(text.replace("\r\n", "\n"))
     if len(text) > limit:
         note = "\n[... {:>9} characters clipped here ...]\n"  # fixed width: its length is known up front
         head = limit - len(note.format(0)) - tail
@@ -174,8 +174,8 @@ class KernelEnv(gym.Env):
         self._own_service = self._service is None
         self._cache_dir: tempfile.TemporaryDirectory | None = None
         self._client = secrets.token_hex(8)  # names this env's Triton cache on a remote service
-        self.observation_space = spaces.Text(MAX_OBSERVATION_CHARS, min_length=0, charset="".join(sorted(CHARSET)))
-        self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset="".join(sorted(CHARSET)))
+        self.observation_space = UnicodeText(MAX_OBSERVATION_CHARS)
+        self.action_space = UnicodeText(MAX_ACTION_CHARS)
         self._episode_dir: tempfile.TemporaryDirectory | None = None
         self.workspace: Workspace | None = None
         self._log = ActionLog()  # one entry per step taken: its length is the step count
@@ -308,12 +308,24 @@ class KernelEnv(gym.Env):
         return "\n".join(rows) or "(the workspace is empty)", None
 
     def _tool_read_file(self, path: str, start: int | None = None, end: int | None = None):
-        lines = self.workspace.read(path).splitlines()
+        text = self.workspace.read(path)
+        # Lines are what str_replace counts: split at \n only (a final \n ends the last line).
+        lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
+        crlf = any(line.endswith("\r") for line in lines)
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
         first, last = start or 1, min(end or len(lines), len(lines))
         if first > max(len(lines), 1):
             raise WorkspaceError(f"{path!r} has {len(lines)} lines; start={first} is past the end")
+        notes = []
+        if crlf:
+            notes.append("Its lines end in CRLF (\\r\\n), shown here as \\n: str_replace's old and new need "
+                         "\\r\\n line ends.")
+        if escaped(text) != text:
+            notes.append("Characters this view cannot show (control characters, emoji and others beyond "
+                         "Unicode's Basic Multilingual Plane) appear as \\xNN, \\uNNNN or \\UNNNNNNNN escapes; "
+                         "the file holds the characters themselves, and str_replace needs them as such.")
         body = "\n".join(f"{i:>5}  {lines[i - 1]}" for i in range(first, last + 1))
-        return f"{path}, lines {first}-{last} of {len(lines)}:\n{body}", None
+        return "\n".join([f"{path}, lines {first}-{last} of {len(lines)}:", *notes, body]), None
 
     def _tool_write_file(self, path: str, content: str):
         n = self.workspace.write(path, content)
