@@ -5,8 +5,11 @@ guidance layers shown, tool manual, budget); after each ``step`` it is that tool
 Action: text holding one JSON tool call ``{"tool": ..., "args": {...}}`` (a dict is accepted too).
 Reward: 0 on every step but ``submit``, which scores the solution (see :mod:`d2k_env.reward`) and
 terminates the episode. A bad action is an ordinary step whose observation explains the problem.
-Budget: ``max_steps`` (350, as D2K-Bench) steps, stated in the prompt; the step that reaches it
-is truncated. Registration wraps the env in a TimeLimit of the same 350.
+Budget: ``max_steps`` steps, stated in the prompt and in ``info["max_steps"]``; the step that
+reaches it is truncated. Registration wraps the env in a TimeLimit (``max_episode_steps``, 350 as
+D2K-Bench unless ``gym.make`` is given another) and tells the env that limit
+(:class:`d2k_env.wrappers.StepBudget`): the budget is the limit, or ``max_steps`` when that was
+given and is smaller. A bare ``KernelEnv`` has ``max_steps`` (350 by default).
 """
 
 from __future__ import annotations
@@ -73,6 +76,11 @@ def _check_state(state: Any) -> None:
     if state["task_id"] not in registered:
         raise ValueError(f"the state's task id {repr(state['task_id'])[:100]} is none of the registered tasks: "
                          f"{', '.join(registered)}")
+
+
+def _check_budget(name: str, value: Any, optional: bool = False) -> None:
+    if not (optional and value is None) and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ValueError(f"{name} must be a positive int, not {value!r}")
 
 
 def replay(state: dict[str, Any], **env_kwargs: Any) -> "KernelEnv":
@@ -151,12 +159,12 @@ class KernelEnv(gym.Env):
 
     def __init__(self, task_id: str, backend: str = "auto", guidance: str | tuple[str, ...] = "L1+L2+L3",
                  reward: str = "speedup", render_mode: str | None = None,
-                 evaluator_options: dict[str, Any] | None = None, max_steps: int = MAX_STEPS,
+                 evaluator_options: dict[str, Any] | None = None, max_steps: int | None = None,
                  evaluator: EvaluationService | str | None = None):
         self.task = load_task(task_id)
-        if not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError(f"max_steps must be a positive int, not {max_steps!r}")
-        self.max_steps = max_steps
+        _check_budget("max_steps", max_steps, optional=True)
+        self._max_steps_given = max_steps is not None
+        self.max_steps = MAX_STEPS if max_steps is None else max_steps
         self.backend = resolve_backend(backend)
         self.guidance_layers = parse_guidance(guidance)
         self.reward_kind = rewards.check_reward_kind(reward)
@@ -207,6 +215,13 @@ class KernelEnv(gym.Env):
                     "reward": self.reward_kind, "max_steps": self.max_steps, "seed": self._reset_seed,
                     "steps": len(self._log), "terminated": self._terminated, "actions": actions, "blobs": blobs,
                     "files": {path: self.workspace.read(path) for path, _ in self.workspace.list_files()}}
+
+    def follow_time_limit(self, limit: int) -> None:
+        """Make the step budget that of a ``TimeLimit`` of ``limit`` steps around this env (or the
+        ``max_steps`` given to it, when smaller), from the next reset on."""
+        _check_budget("a time limit", limit)
+        with self._lock:
+            self.max_steps = min(self.max_steps, limit) if self._max_steps_given else limit
 
     def render(self) -> str | None:
         return self._last_observation if self.render_mode == "ansi" else None

@@ -197,7 +197,7 @@ def test_a_smaller_budget_is_stated_in_the_prompt_and_truncates():
     unwrapped = d2k_env.env.KernelEnv("merge_attn_states", backend="interpreter", max_steps=2)
     unwrapped.reset(seed=0)
     assert not unwrapped.step(call("list_files"))[3] and unwrapped.step(call("list_files"))[3]
-    assert d2k_env.env.replay(unwrapped.state()).max_steps == 2
+    assert d2k_env.env.replay(unwrapped.state()).unwrapped.max_steps == 2
     unwrapped.close()
     env.close()
 
