@@ -26,10 +26,12 @@ import gymnasium as gym
 
 from d2k_env import tempdirs
 from d2k_env import reward as rewards
-from d2k_env.action_log import ActionLog, Refusal, replay_steps
+from d2k_env.action_log import BLOB_CHARS, ActionLog, Refusal, replay_steps
+from d2k_env.blob_store import key_of, utf8
+from d2k_env.episode_state import EpisodeState
 from d2k_env.evaluator import EvalResult, UnreadableSolution, read_solution, resolve_backend
 from d2k_env.prompt import build_prompt
-from d2k_env.registration import MAX_STEPS
+from d2k_env.registration import MAX_STEPS, env_id
 from d2k_env.service import EvalJob, EvaluationService, make_service
 from d2k_env.task import GUIDANCE_LAYERS, load_task, task_ids
 from d2k_env.text_space import UnicodeText, escaped
@@ -63,19 +65,16 @@ def _action_text(action: Any) -> str:
         return f"<an action that is not JSON-serialisable: {type(action).__name__}>"
 
 
-def _check_state(state: Any) -> None:
-    """Raise ValueError unless ``state`` is shaped like what :meth:`KernelEnv.state` returns and names
-    a registered task. A state may come from anywhere: its task id must never reach the file system."""
-    if not isinstance(state, dict):
-        raise ValueError(f"a state is a dict as KernelEnv.state() returns, not a {type(state).__name__}")
-    missing = [key for key in ("task_id", "backend", "guidance", "reward", "seed", "actions", "blobs")
-               if key not in state]
-    if missing:
-        raise ValueError(f"the state lacks {', '.join(missing)}")
+def _check_state(state: Any) -> EpisodeState:
+    """The :class:`EpisodeState` ``state`` is (or whose JSON it is), checked: a ValueError unless it
+    is shaped like what :meth:`KernelEnv.state` returns and names a registered task. A state may
+    come from anywhere: its task id must never reach the file system."""
+    state = EpisodeState.from_json(state)
     registered = task_ids()
-    if state["task_id"] not in registered:
-        raise ValueError(f"the state's task id {repr(state['task_id'])[:100]} is none of the registered tasks: "
+    if state.task_id not in registered:
+        raise ValueError(f"the state's task id {repr(state.task_id)[:100]} is none of the registered tasks: "
                          f"{', '.join(registered)}")
+    return state
 
 
 def _check_budget(name: str, value: Any, optional: bool = False) -> None:
@@ -83,24 +82,24 @@ def _check_budget(name: str, value: Any, optional: bool = False) -> None:
         raise ValueError(f"{name} must be a positive int, not {value!r}")
 
 
-def replay(state: dict[str, Any], **env_kwargs: Any) -> "KernelEnv":
-    """A new env at the same point as ``state``: reset with the same seed, then every action again.
+def replay(state: EpisodeState | dict[str, Any], **make_kwargs: Any) -> gym.Env:
+    """A new env at the same point as ``state`` (an :class:`EpisodeState` or its JSON), made and
+    wrapped as ``gym.make`` makes it (``TimeLimit`` at the state's budget included): reset with the
+    same seed, then every step again, each through the wrappers. ``make_kwargs`` go to ``gym.make``
+    (an evaluator, say).
 
     Evaluations run again (``submit`` on fresh secret inputs), so files and file-tool observations
     match exactly, and timings are measured anew. A malformed state, or one whose task id is not a
     registered task, is a ValueError before anything is loaded.
     """
-    _check_state(state)
-    steps = replay_steps(state["actions"], state["blobs"])
-    env = KernelEnv(state["task_id"], backend=state["backend"], guidance=tuple(state["guidance"]),
-                    reward=state["reward"], max_steps=state.get("max_steps", MAX_STEPS), **env_kwargs)
+    state = _check_state(state)
+    steps = replay_steps(state.actions, state.blobs)
+    env = gym.make(env_id(state.task_id), backend=state.backend, guidance=state.guidance, reward=state.reward,
+                   max_steps=state.max_steps, max_episode_steps=state.max_steps, **make_kwargs)
     try:
-        env.reset(seed=state["seed"])
+        env.reset(seed=state.seed)
         for step in steps:
-            if isinstance(step, Refusal):
-                env._replay_refusal(step)
-            else:
-                env.step(step)
+            env.step(step)  # a Refusal is recorded as the step it was (see KernelEnv.step)
     except BaseException:
         env.close()  # no half-replayed episode left behind
         raise
@@ -199,22 +198,35 @@ class KernelEnv(gym.Env):
         with self._lock:
             return self._reset(seed, options)
 
-    def step(self, action: str | dict):
-        """Take one tool call (see the module docstring); a bad action is a step, never an exception."""
+    def step(self, action: str | dict | Refusal):
+        """Take one tool call (see the module docstring); a bad action is a step, never an exception.
+        A :class:`~d2k_env.action_log.Refusal` (how a state records a refused step) is taken as that
+        refused step again: :func:`replay` sends it through the wrappers like any step."""
         with self._lock:
+            if isinstance(action, Refusal):
+                self._require_episode("step")
+                return self._ended() or self._refuse(action)
             return self._step(action)
 
-    def state(self) -> dict[str, Any]:
-        """The episode so far as plain JSON-able data: configuration, reset seed, one entry per step
-        (``actions``, with long strings in ``blobs``, each kept once: see :mod:`d2k_env.action_log`)
-        and the workspace's files. :func:`replay` rebuilds the episode from it."""
+    def state(self) -> EpisodeState:
+        """The episode so far (see :class:`~d2k_env.episode_state.EpisodeState`): configuration,
+        reset seed, one entry per step (long strings in ``blobs``, each kept once) and the
+        workspace's files. :func:`replay` rebuilds the episode from it; ``state().to_json()`` is
+        plain JSON data."""
         with self._lock:
             self._require_episode("state")
-            actions, blobs = self._log.state()
-            return {"task_id": self.task.id, "backend": self.backend, "guidance": list(self._episode_layers),
-                    "reward": self.reward_kind, "max_steps": self.max_steps, "seed": self._reset_seed,
-                    "steps": len(self._log), "terminated": self._terminated, "actions": actions, "blobs": blobs,
-                    "files": {path: self.workspace.read(path) for path, _ in self.workspace.list_files()}}
+            return self._state()
+
+    def _state(self) -> EpisodeState:
+        actions, blobs = self._log.state()
+        files: dict[str, Any] = {}
+        for path, text in self.workspace.texts().items():
+            key = key_of(text) if len(text) >= BLOB_CHARS else None
+            files[path] = {"blob": key} if key in self._log.blobs else text
+        return EpisodeState(task_id=self.task.id, backend=self.backend, guidance=self._episode_layers,
+                            reward=self.reward_kind, max_steps=self.max_steps, seed=self._reset_seed,
+                            steps=len(self._log), terminated=self._terminated, actions=actions, blobs=blobs,
+                            files=files)
 
     def follow_time_limit(self, limit: int) -> None:
         """Make the step budget that of a ``TimeLimit`` of ``limit`` steps around this env (or the
@@ -240,17 +252,22 @@ class KernelEnv(gym.Env):
         super().close()
 
     # -- Episode ---------------------------------------------------------------------------------
+    def _new_episode_dir(self) -> Path:
+        """A fresh workspace for the next episode (the last one's removed); its root."""
+        self._close_episode()
+        self._episode_dir = tempdirs.make(f"episode_{self.task.id}")
+        root = Path(self._episode_dir.name) / "workspace"
+        root.mkdir()
+        self.workspace = Workspace(root, read_only={"baseline.py"})
+        return self.workspace.root
+
     def _reset(self, seed: int | None, options: dict[str, Any] | None):
         super().reset(seed=seed)
         self._episode_layers = parse_guidance((options or {}).get("guidance", self.guidance_layers))
-        self._close_episode()
-        self._episode_dir = tempdirs.make(f"episode_{self.task.id}")
-        root = Path(self._episode_dir.name)
-        (root / "workspace").mkdir()
+        root = self._new_episode_dir()
         baseline_source = self.task.baseline_path.read_text()
-        self.workspace = Workspace(root / "workspace", read_only={"baseline.py"})
         self.workspace.write("solution.py", SOLUTION_STUB)
-        baseline = root / "workspace" / "baseline.py"
+        baseline = root / "baseline.py"
         baseline.write_text(baseline_source)
         baseline.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
         self._log = ActionLog()
@@ -289,12 +306,6 @@ class KernelEnv(gym.Env):
             reward = rewards.submission_reward(self.reward_kind, result)
             observation += f"\n\nSubmitted. Reward: {reward:.4f} ({self.reward_kind})."
         return self._outcome(observation, reward, info)
-
-    def _replay_refusal(self, refusal: Refusal):
-        """Take again a step that was refused, from its record alone (the log keeps no more of it)."""
-        with self._lock:
-            self._require_episode("step")
-            return self._ended() or self._refuse(refusal)
 
     def _ended(self):
         """The step's answer when the episode is over (submitted, or its budget used up), else None."""

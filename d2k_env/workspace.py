@@ -68,6 +68,19 @@ class Workspace:
                     files.append((self.relative(full), full.stat().st_size))
         return files
 
+    def texts(self) -> dict[str, str]:
+        """Every file's content (as :meth:`list_files` lists them), exactly as written: lone
+        surrogates come back as they went in. Bytes that are not UTF-8, which no tool writes, are
+        replaced."""
+        texts = {}
+        for path, _ in self.list_files():
+            data = (self.root / path).read_bytes()
+            try:
+                texts[path] = data.decode("utf-8", "surrogatepass")
+            except UnicodeDecodeError:
+                texts[path] = data.decode("utf-8", "replace")
+        return texts
+
     def read(self, path: str) -> str:
         full = self.resolve(path)
         with _os_errors(path):

@@ -179,11 +179,11 @@ def test_state_is_json_and_replays_to_the_same_workspace(env):
     env.step({"tool": "str_replace", "args": {"path": "solution.py", "old": "A = 1", "new": "A = 2"}})
     env.step(call("write_file", path="notes/plan.md", content="two-pass\n"))
     env.step("not json")
-    state = json.loads(json.dumps(env.unwrapped.state()))
+    state = json.loads(json.dumps(env.unwrapped.state().to_json()))
     assert state["steps"] == 4 and state["seed"] == 11 and len(state["actions"]) == 4
     again = replay(state)
-    assert again.state()["files"] == state["files"] and state["files"]["solution.py"] == "A = 2\n"
-    assert again.state()["actions"] == state["actions"]
+    assert again.unwrapped.state().files == state["files"] and state["files"]["solution.py"] == "A = 2\n"
+    assert again.unwrapped.state().actions == state["actions"]
     again.close()
 
 

@@ -2,11 +2,14 @@
 gym.make sets, copies of an env (pickle, cloudpickle, deepcopy) that own their workspace, replay
 wrapped as gym.make wraps, and a state that stays small and round-trips through JSON."""
 
+import json
+
 import gymnasium as gym
 import pytest
 
 import d2k_env  # noqa: F401 - registers the environments
-from d2k_env.env import KernelEnv
+from d2k_env.env import KernelEnv, replay
+from d2k_env.episode_state import EpisodeState
 
 ENV_ID = "D2K/fused_add_rmsnorm-v0"
 LIST = '{"tool": "list_files", "args": {}}'
@@ -61,3 +64,50 @@ def test_make_vec_passes_the_budget_to_every_env():
         assert [_prompt_budget(p) for p in prompts] == [2, 2] and list(infos["max_steps"]) == [2, 2]
     finally:
         envs.close()
+
+
+def test_replay_returns_an_env_wrapped_as_gym_make_wraps_it():
+    env = gym.make(ENV_ID, backend="interpreter", max_episode_steps=4)
+    env.reset(seed=2)
+    env.step(LIST)
+    again = replay(env.unwrapped.state())
+    try:
+        assert type(again.unwrapped) is KernelEnv and again.spec.max_episode_steps == 4
+        assert again.spec.additional_wrappers == env.spec.additional_wrappers
+        wrappers = []
+        inner = again
+        while isinstance(inner, gym.Wrapper):
+            wrappers.append(type(inner).__name__)
+            inner = inner.env
+        assert "TimeLimit" in wrappers and "OrderEnforcing" in wrappers
+        assert again.unwrapped.state() == env.unwrapped.state()
+        for _ in range(2):
+            assert not again.step(LIST)[3]
+        assert again.step(LIST)[3]  # the replayed step counted in the TimeLimit
+    finally:
+        again.close()
+        env.close()
+
+
+def test_the_state_stays_small_over_many_large_writes_and_replays():
+    # 350 writes of 300 KB, each a little different, made state() 110 MB: every version kept whole.
+    env = KernelEnv("fused_add_rmsnorm", backend="interpreter")
+    env.reset(seed=0)
+    lines = [f"x_{i} = {i}  # a line of a long solution.py, long enough to be typical: {'-' * 20}\n"
+             for i in range(3300)]
+    for version in range(60):
+        lines[(version * 37) % len(lines)] = f"edited_{version} = True\n"
+        content = "".join(lines)
+        env.step(json.dumps({"tool": "write_file", "args": {"path": "solution.py", "content": content}}))
+    state = env.state()
+    size = len(json.dumps(state.to_json() if isinstance(state, EpisodeState) else state))
+    assert len(content) > 290_000 and size < 3 * len(content), f"state() is {size} characters"
+    loaded = EpisodeState.from_json(json.loads(json.dumps(state.to_json())))
+    assert loaded == state and loaded.file_texts()["solution.py"] == content
+    again = replay(loaded)
+    try:
+        assert again.unwrapped.workspace.read("solution.py") == content
+        assert again.unwrapped.state() == state
+    finally:
+        again.close()
+        env.close()
