@@ -14,6 +14,7 @@ given and is smaller. A bare ``KernelEnv`` has ``max_steps`` (350 by default).
 
 from __future__ import annotations
 
+import copy
 import json
 import secrets
 import stat
@@ -250,6 +251,53 @@ class KernelEnv(gym.Env):
                 self._cache_dir.cleanup()
                 self._cache_dir = None
         super().close()
+
+    # -- Copies (pickle, cloudpickle, copy.deepcopy) ----------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy is made from: the configuration, and mid-episode the episode's state, random
+        generator and last observation. A copy owns its workspace (a directory of its own, the
+        files copied), its Triton cache and, unless the env was given a service, its evaluation
+        service; a service it was given goes with it (shared by ``copy.deepcopy``; pickled by
+        pickle, which a LocalService refuses: it serves one process)."""
+        with self._lock:
+            episode = None
+            if self.workspace is not None:
+                episode = {"state": self._state(), "last_observation": self._last_observation}
+            return {"task_id": self.task.id, "backend": self.backend, "guidance": self.guidance_layers,
+                    "reward": self.reward_kind, "render_mode": self.render_mode,
+                    "evaluator_options": copy.deepcopy(self.evaluator_options),
+                    "evaluator": self._service_choice if self._own_service else self._service,
+                    "max_steps": self.max_steps, "max_steps_given": self._max_steps_given, "spec": self.spec,
+                    "np_random": copy.deepcopy(self._np_random), "np_random_seed": self._np_random_seed,
+                    "episode": episode}
+
+    def __setstate__(self, data: dict[str, Any]) -> None:
+        self.__init__(data["task_id"], backend=data["backend"], guidance=data["guidance"], reward=data["reward"],
+                      render_mode=data["render_mode"], evaluator_options=data["evaluator_options"],
+                      max_steps=data["max_steps"], evaluator=data["evaluator"])
+        self._max_steps_given = data["max_steps_given"]
+        self.spec = data["spec"]
+        self._np_random, self._np_random_seed = data["np_random"], data["np_random_seed"]
+        if data["episode"] is not None:
+            self._restore(data["episode"]["state"], data["episode"]["last_observation"])
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "KernelEnv":
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        clone.__setstate__(self.__getstate__())  # fresh data throughout, but a given service: shared
+        return clone
+
+    def _restore(self, state: EpisodeState, last_observation: str) -> None:
+        """Continue the episode ``state`` describes, in a workspace of this env's own."""
+        log = ActionLog.restore(state.actions, state.blobs)
+        root = self._new_episode_dir()
+        for path, content in state.files.items():
+            full = self.workspace.resolve(path)  # a state names paths inside the workspace only
+            full.parent.mkdir(parents=True, exist_ok=True)
+            full.write_bytes(utf8(log.blobs.get(content["blob"]) if isinstance(content, dict) else content))
+        (root / "baseline.py").chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+        self._episode_layers, self._reset_seed = tuple(state.guidance), state.seed
+        self._log, self._terminated, self._last_observation = log, state.terminated, last_observation
 
     # -- Episode ---------------------------------------------------------------------------------
     def _new_episode_dir(self) -> Path:

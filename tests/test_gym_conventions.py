@@ -2,8 +2,11 @@
 gym.make sets, copies of an env (pickle, cloudpickle, deepcopy) that own their workspace, replay
 wrapped as gym.make wraps, and a state that stays small and round-trips through JSON."""
 
+import copy
 import json
+import pickle
 
+import cloudpickle
 import gymnasium as gym
 import pytest
 
@@ -64,6 +67,53 @@ def test_make_vec_passes_the_budget_to_every_env():
         assert [_prompt_budget(p) for p in prompts] == [2, 2] and list(infos["max_steps"]) == [2, 2]
     finally:
         envs.close()
+
+
+def _copy_by(how, env):
+    if how == "pickle":
+        return pickle.loads(pickle.dumps(env))
+    if how == "cloudpickle":
+        return cloudpickle.loads(cloudpickle.dumps(env))
+    return copy.deepcopy(env)
+
+
+@pytest.mark.parametrize("how", ["pickle", "cloudpickle", "deepcopy"])
+def test_a_copy_mid_episode_owns_its_workspace_and_goes_on_from_the_same_point(how):
+    # A cloudpickled copy shared the original's workspace (closing it deleted the original's files);
+    # deepcopy and pickle failed on the task's module object.
+    env = gym.make(ENV_ID, backend="interpreter", max_episode_steps=5)
+    env.reset(seed=0)
+    env.step(json.dumps({"tool": "write_file", "args": {"path": "notes/a.py", "content": "A = 1\r\n\u00b5 = 2\n"}}))
+    env.step(LIST)
+    twin = _copy_by(how, env)
+    try:
+        ours, theirs = env.unwrapped, twin.unwrapped
+        assert theirs.workspace.root != ours.workspace.root
+        assert theirs.workspace.texts() == ours.workspace.texts() and theirs.state() == ours.state()
+        assert theirs.np_random.integers(1 << 62) == ours.np_random.integers(1 << 62)
+        assert theirs.render() == ours.render() and twin.spec == env.spec
+        twin.step(json.dumps({"tool": "str_replace", "args": {"path": "notes/a.py", "old": "A = 1", "new": "A = 9"}}))
+        assert ours.workspace.read("notes/a.py").startswith("A = 1")
+        *_, truncated, info = twin.step(LIST)
+        assert info["steps"] == 4 and not truncated
+        *_, truncated, _ = twin.step(LIST)
+        assert truncated  # the copy's TimeLimit counted the original's steps too
+        twin.close()
+        assert ours.workspace.read("notes/a.py") == "A = 1\r\n\u00b5 = 2\n"  # closing the copy left ours alone
+        assert env.step(LIST)[4]["steps"] == 3
+    finally:
+        twin.close()
+        env.close()
+
+
+def test_an_env_before_reset_and_after_close_copies_too():
+    env = KernelEnv("fused_add_rmsnorm", backend="interpreter", max_steps=7)
+    for twin in (pickle.loads(pickle.dumps(env)), copy.deepcopy(env)):
+        assert twin.workspace is None and twin.max_steps == 7
+        prompt, info = twin.reset(seed=0)
+        assert info["max_steps"] == 7
+        twin.close()
+    env.close()
 
 
 def test_replay_returns_an_env_wrapped_as_gym_make_wraps_it():
