@@ -1,8 +1,10 @@
 """KernelEnv: one Triton kernel task as a Gymnasium environment.
 
-Observation: text. After ``reset`` it is the full prompt (task, baseline, contract, workloads,
-guidance layers shown, tool manual, budget); after each ``step`` it is that tool's result.
-Action: text holding one JSON tool call ``{"tool": ..., "args": {...}}`` (a dict is accepted too).
+Observation: text (:class:`~d2k_env.text_space.UnicodeText`). After ``reset`` it is the full
+prompt (task, baseline, contract, workloads, guidance layers shown, tool manual, budget); after
+each ``step`` it is that tool's result.
+Action: one tool call ``{"tool": ..., "args": {...}}``, as a dict or as text: the JSON object, or a
+reply holding exactly one call, read as :mod:`d2k_env.reply` says (reasoning is never read).
 Reward: 0 on every step but ``submit``, which scores the solution (see :mod:`d2k_env.reward`) and
 terminates the episode. A bad action is an ordinary step whose observation explains the problem.
 Budget: ``max_steps`` steps, stated in the prompt and in ``info["max_steps"]``; the step that
