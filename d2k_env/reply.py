@@ -6,7 +6,8 @@ The rules, the same for every way of writing a call:
    ``<reasoning>``) is skipped. A closing tag with no opening one before it ends reasoning that
    began with the reply (chat templates that open the block in the prompt return only the closing
    tag). An opening tag that is never closed makes the rest of the reply reasoning: no call is
-   found there, and the message says the block was never closed.
+   found there, and the message says the block was never closed. Tags inside a JSON value that
+   parses (the content of a file being written, say) are data, not reasoning.
 2. A reply that is, reasoning aside, one JSON value is read as the call itself.
 3. Otherwise a call is looked for in ``<tool_call>...</tool_call>`` blocks, fenced blocks (```json,
    ```tool_call or unlabelled) and bare JSON objects in the rest of the text. A block or object
@@ -56,9 +57,11 @@ class Candidate:
 
 def mask_reasoning(text: str) -> tuple[str, bool]:
     """``text`` with its reasoning blanked out (newlines kept, so offsets and line numbers stay), and
-    whether a reasoning block was left unclosed."""
-    spans, start, unclosed = [], None, False
-    tags = list(_REASONING.finditer(text))
+    whether a reasoning block was left unclosed. Tags inside JSON values that parse (a file's
+    content in a call, say) are data, not reasoning."""
+    in_json = _json_spans(text)
+    tags = [t for t in _REASONING.finditer(text) if not any(a <= t.start() < b for a, b in in_json)]
+    spans, start = [], None
     if tags and tags[0].group(1):
         start = 0  # a closing tag first: the reply began inside reasoning
     for tag in tags:
@@ -69,13 +72,28 @@ def mask_reasoning(text: str) -> tuple[str, bool]:
             start = None
     if start is not None:
         spans.append((start, len(text)))
-        unclosed = True
     out, last = [], 0
     for a, b in spans:
         out += [text[last:a], re.sub(r"[^\n]", " ", text[a:b])]
         last = b
     out.append(text[last:])
-    return "".join(out), unclosed
+    return "".join(out), start is not None
+
+
+def _json_spans(text: str) -> list[tuple[int, int]]:
+    """Where the JSON objects of ``text`` that parse lie (outermost ones only)."""
+    decoder, spans, end = json.JSONDecoder(), [], 0
+    for n, match in enumerate(re.finditer(r"\{", text)):
+        if n >= _MAX_OBJECT_STARTS:
+            break
+        if match.start() < end:
+            continue
+        try:
+            _, end = decoder.raw_decode(text, match.start())
+        except (ValueError, RecursionError):
+            continue
+        spans.append((match.start(), end))
+    return spans
 
 
 def as_call(value: Any) -> dict[str, Any] | None:
@@ -103,14 +121,19 @@ def read_call(text: str, object_pairs_hook: Callable | None = None, format_note:
     ``object_pairs_hook`` builds every JSON object (as for ``json.loads``); ``format_note`` ends
     every message (how to write a call)."""
     decoder = json.JSONDecoder(object_pairs_hook=object_pairs_hook)
-    loads = decoder.decode
+    try:  # one JSON value: nothing outside it can be reasoning (tags inside it are data)
+        value = decoder.decode(text)
+    except (ValueError, RecursionError):
+        pass
+    else:
+        return as_call(value) or value  # not a call: the caller says what a call needs
     masked, unclosed = mask_reasoning(text)
     try:
-        value = loads(masked)
+        value = decoder.decode(masked)
     except (ValueError, RecursionError) as exc:
         whole_error = exc
     else:
-        return as_call(value) or value  # not a call: the caller says what a call needs
+        return as_call(value) or value
     candidates = find_candidates(masked, decoder)
     calls = [c for c in candidates if c.call is not None]
     if len(candidates) == 1 and calls:

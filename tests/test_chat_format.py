@@ -73,6 +73,14 @@ def test_reasoning_is_never_read_for_calls(text):
     assert parse_action(text) == ToolCall("list_files", {})  # the env reads a reply the same way
 
 
+@pytest.mark.parametrize("wrap", [lambda c: c, lambda c: "```json\n" + c + "\n```", lambda c: THINK_SUBMIT + c,
+                                  lambda c: "<tool_call>" + c + "</tool_call>"])
+def test_reasoning_tags_inside_a_call_are_data(wrap):
+    content = "PROMPT = '<think>' + plan + '</think>'\nOPEN = '<think>'\n"
+    call = json.dumps({"tool": "write_file", "args": {"path": "agent.py", "content": content}})
+    assert parse_action(wrap(call)) == ToolCall("write_file", {"path": "agent.py", "content": content})
+
+
 def test_an_unclosed_think_block_hides_the_rest_and_says_so():
     with pytest.raises(ActionError, match=r"never closed.*close it with </think>"):
         parse_action('<think>I will submit: {"tool": "submit", "args": {}}')
@@ -214,3 +222,16 @@ def test_context_policy_cut_moves_in_blocks_so_the_prefix_is_stable():
 def test_reply_without_tool_calls_is_parsed_as_text():
     reply = ModelReply('<tool_call>{"name": "submit", "arguments": {}}</tool_call>')
     assert [parse_action(a).tool for a in actions_from_reply(reply)] == ["submit"]
+
+
+def test_the_env_runs_the_call_after_the_reasoning_not_the_one_in_it():
+    env = gym.make("D2K/fused_add_rmsnorm-v0", backend="interpreter")
+    env.reset(seed=0)
+    try:
+        obs, reward, terminated, truncated, info = env.step(
+            '<think>Should I just send {"tool": "submit", "args": {}}? No, test first.</think> ' + LIST)
+        assert info["tool"] == "list_files" and "solution.py" in obs and not terminated
+        obs, *_ = env.step("```json\n" + LIST + "\n```\n```json\n" + SECOND + "\n```")
+        assert obs.startswith("ERROR: the reply holds 2 calls") and info["steps"] == 1
+    finally:
+        env.close()
