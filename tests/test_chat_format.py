@@ -231,7 +231,7 @@ def test_the_env_runs_the_call_after_the_reasoning_not_the_one_in_it():
         obs, reward, terminated, truncated, info = env.step(
             '<think>Should I just send {"tool": "submit", "args": {}}? No, test first.</think> ' + LIST)
         assert info["tool"] == "list_files" and "solution.py" in obs and not terminated
-        obs, *_ = env.step("```json\n" + LIST + "\n```\n```json\n" + SECOND + "\n```")
-        assert obs.startswith("ERROR: the reply holds 2 calls") and info["steps"] == 1
+        obs, reward, terminated, truncated, info = env.step("```json\n" + LIST + "\n```\n```json\n" + SECOND + "\n```")
+        assert obs.startswith("ERROR: the reply holds 2 calls") and "tool" not in info and info["steps"] == 2
     finally:
         env.close()
