@@ -10,7 +10,8 @@ The rules, the same for every way of writing a call:
    parses (the content of a file being written, say) are data, not reasoning.
 2. A reply that is, reasoning aside, one JSON value is read as the call itself.
 3. Otherwise a call is looked for in ``<tool_call>...</tool_call>`` blocks, fenced blocks (```json,
-   ```tool_call or unlabelled) and bare JSON objects in the rest of the text. A block or object
+   ```tool_call or unlabelled) and bare JSON objects outside every block (code in a ```python
+   block holds no calls). A block or object
    counts as a call when it is a JSON object with ``"tool"`` (``{"tool", "args"}``) or ``"name"``
    (``{"name", "arguments"}``, function-call style); other JSON is left alone as data. A fenced or
    ``<tool_call>`` block that starts with ``{``, or a bare ``{"tool"``/``{"name"``, that is not
@@ -154,16 +155,17 @@ def find_candidates(masked: str, decoder: json.JSONDecoder) -> list[Candidate]:
     """Every call or malformed call in the (reasoning-masked) reply, in order of position."""
     found: list[tuple[int, Candidate]] = []
     taken: list[tuple[int, int]] = []  # spans of blocks, where bare objects are not looked for
-    blocks = [(m, "<tool_call> block", m.group(1)) for m in _HERMES.finditer(masked)]
-    blocks += [(m, f"```{m.group(1)} block" if m.group(1) else "fenced block", m.group(2))
-               for m in _FENCED.finditer(masked) if m.group(1).lower() in ("", "json", "tool_call")]
-    for match, kind, body in blocks:
+    # (where, how it is written, its content, whether its language may hold a call)
+    blocks = [(m, "<tool_call> block", m.group(1), True) for m in _HERMES.finditer(masked)]
+    blocks += [(m, f"```{m.group(1)} block" if m.group(1) else "fenced block", m.group(2),
+                m.group(1).lower() in ("", "json", "tool_call")) for m in _FENCED.finditer(masked)]
+    for match, kind, body, may_hold_call in blocks:
         if any(a <= match.start() < b for a, b in taken):
-            continue  # a fence inside a <tool_call> block, or the reverse: counted once
-        taken.append(match.span())
+            continue  # a fence inside a <tool_call> block: counted once
+        taken.append(match.span())  # code in any block, ```python too, holds no bare calls
         line = _line_of(masked, match.start())
-        if not body.strip().startswith("{"):
-            continue  # code or prose in a block, not a call
+        if not may_hold_call or not body.strip().startswith("{"):
+            continue  # code or prose, not a call
         try:
             value = decoder.decode(body)
         except (ValueError, RecursionError) as exc:
@@ -177,13 +179,14 @@ def find_candidates(masked: str, decoder: json.JSONDecoder) -> list[Candidate]:
 
 
 def _bare_objects(masked: str, taken: list[tuple[int, int]], decoder: json.JSONDecoder):
-    position = 0
-    for n, match in enumerate(re.finditer(r"\{", masked)):
+    position, attempts = 0, 0
+    for match in re.finditer(r"\{", masked):
         start = match.start()
-        if n >= _MAX_OBJECT_STARTS:
-            break
         if start < position or any(a <= start < b for a, b in taken):
             continue  # inside an object already read, or inside a block
+        attempts += 1
+        if attempts > _MAX_OBJECT_STARTS:
+            break
         try:
             value, end = decoder.raw_decode(masked, start)
         except (ValueError, RecursionError) as exc:
@@ -192,10 +195,10 @@ def _bare_objects(masked: str, taken: list[tuple[int, int]], decoder: json.JSOND
                 yield start, Candidate("bare JSON object", line, None, _where(exc, masked, offset=start))
                 position = _line_end(masked, start)
             continue
+        position = end  # what a JSON value holds is its own, calls-shaped objects in data too
         call = as_call(value)
         if call is not None:
             yield start, Candidate("bare JSON object", _line_of(masked, start), call)
-            position = end
 
 
 def _where(exc: Exception, text: str, offset: int = 0) -> str:

@@ -132,6 +132,12 @@ def test_a_malformed_call_next_to_a_good_one_makes_two():
         parse_action(text)
 
 
+def test_code_blocks_and_json_data_hold_no_calls():
+    code = "```python\n" + "d = {'k': 1}\n" * 300 + 'EXAMPLE = {"tool": "submit", "args": {}}\n```\n'
+    data = '{"plan": [{"tool": "submit", "args": {}}]}\n'
+    assert parse_action(code + data + LIST) == ToolCall("list_files", {})
+
+
 def test_json_that_is_not_a_call_is_left_alone():
     text = 'Config:\n```json\n{"BLOCK": 128}\n```\nSo {"x": 1} and ' + LIST
     assert parse_action(text) == ToolCall("list_files", {})
