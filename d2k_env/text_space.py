@@ -4,7 +4,8 @@
 Basic Multilingual Plane except the control characters (newline and tab are allowed) and the
 surrogates: source files hold ``µs``, ``é`` and box-drawing characters, and an agent must see them
 as they are to quote them back in ``str_replace``. Characters outside it (other planes, such as
-emoji, and control characters) are escaped by :func:`d2k_env.env.to_observation`.
+emoji, and control characters) are escaped by :func:`d2k_env.env.to_observation`. The action
+space is one too; it describes what a sampled action holds, and the env takes any text.
 
 Two things plain ``Text`` cannot do here:
 
@@ -66,9 +67,10 @@ class UnicodeText(spaces.Text):
 
     def __init__(self, max_length: int, *, min_length: int = 0, seed: int | np.random.Generator | None = None):
         # Text.__init__ would enumerate the charset; the checks it makes on the lengths are these.
-        if not (isinstance(max_length, int) and isinstance(min_length, int) and 0 <= min_length <= max_length):
+        integral = all(np.issubdtype(type(n), np.integer) for n in (min_length, max_length))
+        if not integral or not 0 <= min_length <= max_length:
             raise ValueError(f"need 0 <= min_length <= max_length (ints), not {min_length!r}, {max_length!r}")
-        self.min_length, self.max_length = min_length, max_length
+        self.min_length, self.max_length = int(min_length), int(max_length)
         Space.__init__(self, dtype=str, seed=seed)
 
     @property

@@ -161,3 +161,16 @@ def test_the_state_stays_small_over_many_large_writes_and_replays():
     finally:
         again.close()
         env.close()
+
+
+def test_the_text_space_allows_printable_unicode_and_still_samples_and_flattens():
+    from gymnasium.spaces.utils import flatten, unflatten
+
+    from d2k_env.text_space import UnicodeText
+
+    space = UnicodeText(40)
+    assert space.contains("t = 3  # 3500 \u00b5s \u2264 4\tms\n") and not space.contains("\x1b") \
+        and not space.contains("\U0001f600") and not space.contains("x" * 41)
+    assert len(pickle.dumps(space)) < 2000 and pickle.loads(pickle.dumps(space)) == space
+    space.seed(0)
+    assert space.contains(space.sample()) and unflatten(space, flatten(space, "a\u00b5")) == "a\u00b5"
