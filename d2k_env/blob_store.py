@@ -104,9 +104,7 @@ class BlobStore:
 
     def table(self) -> dict[str, dict[str, Any]]:
         """The records as JSON-able data; a copy the caller may change."""
-        return {key: {"text": r["text"]} if "text" in r else {"base": r["base"], "ops": [list(op) if isinstance(op, list)
-                                                                                          else op for op in r["ops"]]}
-                for key, r in self._records.items()}
+        return {key: _copy(record) for key, record in self._records.items()}
 
     @classmethod
     def from_table(cls, table: Any) -> "BlobStore":
@@ -120,9 +118,15 @@ class BlobStore:
             if key_of(text) != key:
                 raise ValueError(f"the state's blob {key[:16]}... does not rebuild the string it names (SHA-256)")
             previous = (key, text)
-        store._records = {key: dict(record) for key, record in table.items()}
+        store._records = {key: _copy(record) for key, record in table.items()}  # the caller's stays theirs
         store._last = previous
         return store
+
+
+def _copy(record: dict[str, Any]) -> dict[str, Any]:
+    if "text" in record:
+        return {"text": record["text"]}
+    return {"base": record["base"], "ops": [list(op) if isinstance(op, list) else op for op in record["ops"]]}
 
 
 def _rebuilt(table: dict[Any, Any]) -> Iterator[tuple[str, str]]:

@@ -85,6 +85,9 @@ def test_replay_of_a_malformed_task_id_is_a_clear_value_error(env, task_id):
     lambda s: {**s, "actions": "not a list"}, lambda s: {**s, "actions": [{"tool": "write_file", "args": {
         "path": "solution.py", "content": {"blob": "0" * 64}}}]},
     lambda s: {**s, "actions": [42]}, lambda s: {**s, "blobs": []},
+    lambda s: {**s, "blobs": {"0" * 64: {"text": "not the string this key names"}}},
+    lambda s: {**s, "blobs": {"0" * 64: {"base": "1" * 64, "ops": [[0, 1]]}}},
+    lambda s: {**s, "files": {"solution.py": {"blob": "0" * 64}}},
 ])
 def test_replay_of_a_malformed_state_is_a_clear_value_error(env, broken):
     with pytest.raises(ValueError, match="state"):
