@@ -149,6 +149,9 @@ class KernelEnv(gym.Env):
     The env keeps one Triton cache for all its episodes. Each evaluation's ``info["queue"]`` says
     where and how long it waited.
 
+    Copies: the env pickles (pickle, cloudpickle) and deep-copies at any point; a copy goes on from
+    the same point in a workspace of its own (see :meth:`__getstate__`).
+
     Thread safety: ``reset``, ``step``, ``state`` and ``close`` each hold the env's lock for the whole
     call, so an evaluation in flight is awaited: a ``close()`` or ``reset()`` from another thread waits
     for it and never tears down the episode beneath it (both once crashed the step in flight or gave
