@@ -26,16 +26,17 @@ Line numbers in messages count from 1 in the reply as sent, reasoning included.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 _REASONING = re.compile(r"<(/?)(think|thinking|reasoning)>", re.IGNORECASE)
-_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 _FENCED = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)```", re.DOTALL)
 _CALL_START = re.compile(r'\{\s*"(?:tool|name)"\s*:')
-_MAX_OBJECT_STARTS = 200  # '{' positions tried when looking for bare JSON objects
+_MAX_OBJECT_STARTS = 200  # '{' positions tried when looking for JSON objects outside blocks
+_MAX_LISTED = 5  # calls a refusal names one by one
 
 
 class ReplyError(ValueError):
@@ -60,8 +61,8 @@ def mask_reasoning(text: str) -> tuple[str, bool]:
     """``text`` with its reasoning blanked out (newlines kept, so offsets and line numbers stay), and
     whether a reasoning block was left unclosed. Tags inside JSON values that parse (a file's
     content in a call, say) are data, not reasoning."""
-    in_json = _json_spans(text)
-    tags = [t for t in _REASONING.finditer(text) if not any(a <= t.start() < b for a, b in in_json)]
+    in_json = _Spans(_json_spans(text))
+    tags = [t for t in _REASONING.finditer(text) if in_json.holding(t.start()) is None]
     spans, start = [], None
     if tags and tags[0].group(1):
         start = 0  # a closing tag first: the reply began inside reasoning
@@ -81,20 +82,34 @@ def mask_reasoning(text: str) -> tuple[str, bool]:
     return "".join(out), start is not None
 
 
+class _Spans:
+    """Sorted, disjoint ``(start, end)`` spans, and which one holds a position."""
+
+    def __init__(self, spans: list[tuple[int, int]]):
+        self.spans = spans
+        self._starts = [a for a, _ in spans]
+
+    def holding(self, position: int) -> tuple[int, int] | None:
+        i = bisect.bisect_right(self._starts, position) - 1
+        return self.spans[i] if i >= 0 and position < self.spans[i][1] else None
+
+
 def _json_spans(text: str) -> list[tuple[int, int]]:
-    """Where the JSON objects of ``text`` that parse lie (outermost ones only)."""
-    decoder, spans, end = json.JSONDecoder(), [], 0
-    for n, match in enumerate(re.finditer(r"\{", text)):
-        if n >= _MAX_OBJECT_STARTS:
+    """Where the JSON objects of ``text`` that parse lie, outermost ones only: one try at each ``{``
+    not inside an object already read (at most :data:`_MAX_OBJECT_STARTS`)."""
+    found, position = [], 0
+    decoder = json.JSONDecoder()
+    for _ in range(_MAX_OBJECT_STARTS):
+        start = text.find("{", position)
+        if start < 0:
             break
-        if match.start() < end:
-            continue
         try:
-            _, end = decoder.raw_decode(text, match.start())
+            _, position = decoder.raw_decode(text, start)
         except (ValueError, RecursionError):
+            position = start + 1
             continue
-        spans.append((match.start(), end))
-    return spans
+        found.append((start, position))
+    return found
 
 
 def as_call(value: Any) -> dict[str, Any] | None:
@@ -140,8 +155,10 @@ def read_call(text: str, object_pairs_hook: Callable | None = None, format_note:
     if len(candidates) == 1 and calls:
         return calls[0].call
     if len(candidates) > 1:
-        raise ReplyError(f"the reply holds {len(candidates)} calls ({'; '.join(c.describe() for c in candidates)}); "
-                         f"one reply is one step: send exactly one call. None of them ran. {format_note}")
+        listed = "; ".join(c.describe() for c in candidates[:_MAX_LISTED])
+        more = f"; and {len(candidates) - _MAX_LISTED} more" if len(candidates) > _MAX_LISTED else ""
+        raise ReplyError(f"the reply holds {len(candidates)} calls ({listed}{more}); one reply is one step: send "
+                         f"exactly one call. None of them ran. {format_note}")
     if candidates:
         raise ReplyError(f"the {candidates[0].kind} on line {candidates[0].line} of the reply is not valid JSON: "
                          f"{candidates[0].error}. {format_note}")
@@ -153,56 +170,68 @@ def read_call(text: str, object_pairs_hook: Callable | None = None, format_note:
 
 def find_candidates(masked: str, decoder: json.JSONDecoder) -> list[Candidate]:
     """Every call or malformed call in the (reasoning-masked) reply, in order of position."""
+    lines = _LineIndex(masked)
     found: list[tuple[int, Candidate]] = []
-    taken: list[tuple[int, int]] = []  # spans of blocks, where bare objects are not looked for
-    # (where, how it is written, its content, whether its language may hold a call)
-    blocks = [(m, "<tool_call> block", m.group(1), True) for m in _HERMES.finditer(masked)]
-    blocks += [(m, f"```{m.group(1)} block" if m.group(1) else "fenced block", m.group(2),
-                m.group(1).lower() in ("", "json", "tool_call")) for m in _FENCED.finditer(masked)]
-    for match, kind, body, may_hold_call in blocks:
-        if any(a <= match.start() < b for a, b in taken):
+    blocks = sorted(_hermes_blocks(masked) + [
+        (m.start(), m.end(), f"```{m.group(1)} block" if m.group(1) else "fenced block", m.group(2),
+         m.group(1).lower() in ("", "json", "tool_call")) for m in _FENCED.finditer(masked)])
+    taken: list[tuple[int, int]] = []  # code in any block, ```python too, holds no bare calls
+    for start, end, kind, body, may_hold_call in blocks:
+        if taken and start < taken[-1][1]:
             continue  # a fence inside a <tool_call> block: counted once
-        taken.append(match.span())  # code in any block, ```python too, holds no bare calls
-        line = _line_of(masked, match.start())
+        taken.append((start, end))
         if not may_hold_call or not body.strip().startswith("{"):
             continue  # code or prose, not a call
         try:
             value = decoder.decode(body)
         except (ValueError, RecursionError) as exc:
-            found.append((match.start(), Candidate(kind, line, None, _where(exc, body))))
+            found.append((start, Candidate(kind, lines.of(start), None, _where(exc, body))))
             continue
         call = as_call(value)
         if call is not None:
-            found.append((match.start(), Candidate(kind, line, call)))
-    found += _bare_objects(masked, taken, decoder)
+            found.append((start, Candidate(kind, lines.of(start), call)))
+    found += _bare_objects(masked, _Spans(taken), decoder, lines)
     return [c for _, c in sorted(found, key=lambda pair: pair[0])]
 
 
-def _bare_objects(masked: str, taken: list[tuple[int, int]], decoder: json.JSONDecoder):
-    position, attempts = 0, 0
-    for match in re.finditer(r"\{", masked):
-        start = match.start()
-        if start < position or any(a <= start < b for a, b in taken):
-            continue  # inside an object already read, or inside a block
-        attempts += 1
-        if attempts > _MAX_OBJECT_STARTS:
+def _hermes_blocks(text: str) -> list[tuple[int, int, str, str, bool]]:
+    """The ``<tool_call>...</tool_call>`` blocks, found in one pass (a regex would rescan the rest of
+    the text for every opening tag without a closing one)."""
+    blocks, position = [], 0
+    while (start := text.find("<tool_call>", position)) >= 0:
+        close = text.find("</tool_call>", start)
+        if close < 0:
             break
+        end = close + len("</tool_call>")
+        blocks.append((start, end, "<tool_call> block", text[start + len("<tool_call>"):close].strip(), True))
+        position = end
+    return blocks
+
+
+def _bare_objects(masked: str, taken: _Spans, decoder: json.JSONDecoder, lines: "_LineIndex"):
+    """Calls, and malformed ones that start like a call, among the JSON objects outside blocks."""
+    position = 0
+    for _ in range(_MAX_OBJECT_STARTS):
+        start = masked.find("{", position)
+        while start >= 0 and (span := taken.holding(start)) is not None:  # inside a block: go on after it
+            start = masked.find("{", span[1])
+        if start < 0:
+            return
         try:
-            value, end = decoder.raw_decode(masked, start)
+            value, position = decoder.raw_decode(masked, start)
         except (ValueError, RecursionError) as exc:
+            position = start + 1
             if _CALL_START.match(masked, start):
-                line = _line_of(masked, start)
-                yield start, Candidate("bare JSON object", line, None, _where(exc, masked, offset=start))
+                yield start, Candidate("bare JSON object", lines.of(start), None, _where(exc, masked, offset=start))
                 position = _line_end(masked, start)
             continue
-        position = end  # what a JSON value holds is its own, calls-shaped objects in data too
-        call = as_call(value)
+        call = as_call(value)  # what a JSON value holds is its own: the search goes on after it
         if call is not None:
-            yield start, Candidate("bare JSON object", _line_of(masked, start), call)
+            yield start, Candidate("bare JSON object", lines.of(start), call)
 
 
 def _where(exc: Exception, text: str, offset: int = 0) -> str:
-    """A JSON error as "what was expected, at line L, column C of the block" (counted from the
+    """A JSON error as "what was expected, at line L, column C of its content" (counted from the
     block's first character, or from ``offset`` in ``text``)."""
     if not isinstance(exc, json.JSONDecodeError):
         return _first_line(exc)
@@ -211,8 +240,14 @@ def _where(exc: Exception, text: str, offset: int = 0) -> str:
     return f"{exc.msg} at line {line}, column {column} of its content"
 
 
-def _line_of(text: str, position: int) -> int:
-    return text.count("\n", 0, position) + 1
+class _LineIndex:
+    """Line numbers (from 1) of positions in a text."""
+
+    def __init__(self, text: str):
+        self._starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def of(self, position: int) -> int:
+        return bisect.bisect_right(self._starts, position)
 
 
 def _line_end(text: str, position: int) -> int:

@@ -1,6 +1,7 @@
 """Function schemas, reply -> action adapters, chat transcripts and context compaction."""
 
 import json
+import time
 
 import gymnasium as gym
 import pytest
@@ -241,3 +242,16 @@ def test_the_env_runs_the_call_after_the_reasoning_not_the_one_in_it():
         assert obs.startswith("ERROR: the reply holds 2 calls") and "tool" not in info and info["steps"] == 2
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("text", [
+    "```\n{}\n```\n" * 40_000, "<tool_call>" * 40_000, "<think>" * 60_000, "```python\n" + "{" * 400_000 + "\n```",
+    ("```json\n" + LIST + "\n```\n") * 10_000,
+], ids=["empty-fences", "unclosed-tool-calls", "unclosed-thinks", "braces-in-code", "many-calls"])
+def test_pathological_replies_are_answered_in_linear_time(text):
+    # Each block once looked up in every block before it, and each unclosed <tool_call> rescanned the
+    # rest of the reply: 40,000 of them took minutes. Linear, each of these takes well under a second.
+    started = time.perf_counter()
+    with pytest.raises(ActionError) as refused:
+        parse_action(text)
+    assert time.perf_counter() - started < 10 and len(str(refused.value)) < 2_000
