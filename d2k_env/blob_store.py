@@ -8,7 +8,7 @@ lines it shares with the string stored just before it plus the lines it adds:
 - ``{"text": str}``: the string itself (the first, or one a delta would not shorten);
 - ``{"base": key, "ops": [...]}``: ``base`` is the key stored just before this one; each op is
   ``[start, end]`` (lines ``start:end`` of the base, as ``str.splitlines(keepends=True)`` cuts
-  them) or a string (inserted as it is). The ops joined give the string.
+  them, in any order) or a string (inserted as it is). The ops joined give the string.
 
 The table is JSON as it is. A table from elsewhere is checked whole before use (shape, chain order,
 and every key against the SHA-256 of the string it rebuilds), holding one string at a time.
@@ -16,7 +16,6 @@ and every key against the SHA-256 of the string it rebuilds), holding one string
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 from typing import Any, Iterator
 
@@ -30,16 +29,41 @@ def key_of(text: str) -> str:
 
 
 def _delta(base: str, text: str) -> list[Any]:
-    """``text`` as ops over ``base`` (see the module docstring)."""
+    """``text`` as ops over ``base`` (see the module docstring), in time linear in their lengths.
+
+    Each run of lines of ``text`` that ``base`` holds too, found from a pair of lines in a row (a
+    single common line, say a blank one, anchors nothing), becomes a copy of the base's lines,
+    wherever they are there (moved lines too); the rest is inserted as it is. Not the shortest
+    delta an LCS would give, but an LCS can take time quadratic in the number of lines (a
+    comment added after every line of a long file did), and a step must never wait on it.
+    """
     old, new = base.splitlines(keepends=True), text.splitlines(keepends=True)
+    anchors: dict[tuple[str, str], int] = {}
+    for i in range(len(old) - 1):
+        anchors.setdefault((old[i], old[i + 1]), i)
     ops: list[Any] = []
-    # autojunk: lines that recur everywhere (blank ones) are not used as anchors, which keeps a long
-    # file of repeated lines from costing quadratic time; they are still copied around other matches.
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new).get_opcodes():
-        if tag == "equal":
-            ops.append([i1, i2])
-        elif j2 > j1:
-            ops.append("".join(new[j1:j2]))
+    inserted: list[str] = []
+    j, follow = 0, -1  # follow: the base line after the last copied run (a run that goes on is preferred)
+    while j < len(new):
+        pair = (new[j], new[j + 1]) if j + 1 < len(new) else None
+        if 0 <= follow < len(old) - 1 and pair == (old[follow], old[follow + 1]):
+            start = follow
+        else:
+            start = anchors.get(pair, -1) if pair is not None else -1
+        if start < 0:
+            inserted.append(new[j])
+            j += 1
+            continue
+        length = 2
+        while j + length < len(new) and start + length < len(old) and new[j + length] == old[start + length]:
+            length += 1
+        if inserted:
+            ops.append("".join(inserted))
+            inserted = []
+        ops.append([start, start + length])
+        j, follow = j + length, start + length
+    if inserted:
+        ops.append("".join(inserted))
     return ops
 
 

@@ -5,6 +5,7 @@ wrapped as gym.make wraps, and a state that stays small and round-trips through 
 import copy
 import json
 import pickle
+import time
 
 import cloudpickle
 import gymnasium as gym
@@ -174,3 +175,22 @@ def test_the_text_space_allows_printable_unicode_and_still_samples_and_flattens(
     assert len(pickle.dumps(space)) < 2000 and pickle.loads(pickle.dumps(space)) == space
     space.seed(0)
     assert space.contains(space.sample()) and unflatten(space, flatten(space, "a\u00b5")) == "a\u00b5"
+
+
+@pytest.mark.parametrize("edit", [
+    lambda lines: [x for pair in zip(lines, [f"# note {i}\n" for i in range(len(lines))]) for x in pair],
+    lambda lines: lines[::-1], lambda lines: lines[30_000:] + lines[:30_000], lambda lines: ["\n"] * len(lines),
+], ids=["comment-after-every-line", "reversed", "moved", "blanked"])
+def test_the_blob_store_rebuilds_any_rewrite_in_linear_time(edit):
+    # An LCS delta took minutes for a comment added after each of 100,000 lines; a step must not wait.
+    from d2k_env.blob_store import BlobStore, key_of
+
+    lines = [f"x_{i} = {i}\n" for i in range(100_000)]
+    store = BlobStore()
+    first = store.put("".join(lines))
+    started = time.perf_counter()
+    second = store.put("".join(edit(lines)))
+    assert time.perf_counter() - started < 10
+    again = BlobStore.from_table(json.loads(json.dumps(store.table())))
+    assert again.get(second) == "".join(edit(lines)) and again.get(first) == "".join(lines)
+    assert key_of(again.get(second)) == second
