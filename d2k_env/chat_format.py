@@ -4,21 +4,24 @@ Two ways to talk to a model:
 
 - ``function`` mode: the model gets :func:`d2k_env.tools.function_schemas` and answers with
   OpenAI-style tool calls; each call becomes one action, each result a ``tool`` message.
-- ``text`` mode: the model answers in text holding the call: a bare JSON object, a fenced JSON
-  block, or Hermes-style ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``; each
+- ``text`` mode: the model answers in text holding one call: a bare JSON object, a fenced JSON
+  block, or Hermes-style ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, with
+  reasoning in ``<think>`` blocks never read for calls (:mod:`d2k_env.reply` has the rules); each
   observation comes back as a ``user`` message.
 
-A reply in which no call can be found is passed to the env as it is, so it becomes an ordinary
-step whose observation explains the action format.
+A reply from which no single call can be read (none, several, or a malformed one) is passed to the
+env as it is, so it becomes an ordinary step whose observation says what was wrong and where.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from d2k_env.reply import ReplyError, read_call
+from d2k_env.tools import unique_keys
 
 TOOL_MODES = ("function", "text")
 
@@ -31,13 +34,11 @@ SYSTEM_PROMPTS = {
     "text": (
         "You are an expert GPU kernel engineer working in a sandboxed workspace. Act only through tool calls: "
         "end every reply with exactly one JSON object {\"tool\": \"<name>\", \"args\": {...}}, optionally inside "
-        "a ```json block. Each call is one step of a limited budget. Read the task, write solution.py, test "
+        "a ```json block; a reply with more than one call runs none of them, and text inside <think> blocks is "
+        "never read for calls. Each call is one step of a limited budget. Read the task, write solution.py, test "
         "it, and call submit when it is correct and as fast as you can make it: submit ends the episode."),
 }
 
-_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-_FENCED = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)```", re.DOTALL)
-_MAX_OBJECT_STARTS = 200  # '{' positions tried when looking for a bare JSON object
 
 
 @dataclass(frozen=True)
@@ -79,45 +80,13 @@ def action_from_tool_call(name: str, arguments: str | dict | None) -> str:
 
 
 def actions_from_text(text: str) -> list[str]:
-    """The env actions in a text reply: every ``<tool_call>`` block, else the first fenced or bare JSON
-    object shaped like a call. Without one, ``[text]`` itself, which the env explains as malformed."""
-    blocks = _HERMES.findall(text)
-    if blocks:
-        return [_as_action(block) or block for block in blocks]
-    for lang, body in _FENCED.findall(text):
-        if lang.lower() in ("", "json", "tool_call"):
-            action = _as_action(body)
-            if action is not None:
-                return [action]
-    decoder = json.JSONDecoder()
-    starts = [m.start() for m in re.finditer(r"\{", text)][:_MAX_OBJECT_STARTS]
-    for start in starts:
-        try:
-            obj, _ = decoder.raw_decode(text, start)
-        except (json.JSONDecodeError, RecursionError):
-            continue
-        action = _call_to_action(obj)
-        if action is not None:
-            return [action]
-    return [text]
-
-
-def _as_action(body: str) -> str | None:
+    """The env action for a text reply: the one call in it (found as :mod:`d2k_env.reply` says) as
+    JSON; when no single call can be read, the reply itself, which the env refuses with the reason."""
     try:
-        return _call_to_action(json.loads(body))
-    except (json.JSONDecodeError, RecursionError):
-        return None
-
-
-def _call_to_action(obj: Any) -> str | None:
-    """``{"tool", "args"}`` (the env's own format) or ``{"name", "arguments"}`` (function-call style)."""
-    if not isinstance(obj, dict):
-        return None
-    if "tool" in obj:
-        return json.dumps(obj)
-    if isinstance(obj.get("name"), str):
-        return action_from_tool_call(obj["name"], obj.get("arguments", obj.get("parameters")))
-    return None
+        call = read_call(text, object_pairs_hook=unique_keys)
+    except ReplyError:
+        return [text]
+    return [json.dumps(call)] if isinstance(call, dict) and "tool" in call else [text]
 
 
 def actions_from_reply(reply: ModelReply) -> list[str]:

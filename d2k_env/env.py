@@ -1,16 +1,22 @@
 """KernelEnv: one Triton kernel task as a Gymnasium environment.
 
-Observation: text. After ``reset`` it is the full prompt (task, baseline, contract, workloads,
-guidance layers shown, tool manual, budget); after each ``step`` it is that tool's result.
-Action: text holding one JSON tool call ``{"tool": ..., "args": {...}}`` (a dict is accepted too).
+Observation: text (:class:`~d2k_env.text_space.UnicodeText`). After ``reset`` it is the full
+prompt (task, baseline, contract, workloads, guidance layers shown, tool manual, budget); after
+each ``step`` it is that tool's result.
+Action: one tool call ``{"tool": ..., "args": {...}}``, as a dict or as text: the JSON object, or a
+reply holding exactly one call, read as :mod:`d2k_env.reply` says (reasoning is never read).
 Reward: 0 on every step but ``submit``, which scores the solution (see :mod:`d2k_env.reward`) and
 terminates the episode. A bad action is an ordinary step whose observation explains the problem.
-Budget: ``max_steps`` (350, as D2K-Bench) steps, stated in the prompt; the step that reaches it
-is truncated. Registration wraps the env in a TimeLimit of the same 350.
+Budget: ``max_steps`` steps, stated in the prompt and in ``info["max_steps"]``; the step that
+reaches it is truncated. Registration wraps the env in a TimeLimit (``max_episode_steps``, 350 as
+D2K-Bench unless ``gym.make`` is given another) and tells the env that limit
+(:class:`d2k_env.wrappers.StepBudget`): the budget is the limit, or ``max_steps`` when that was
+given and is smaller. A bare ``KernelEnv`` has ``max_steps`` (350 by default).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import secrets
 import stat
@@ -20,22 +26,23 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from gymnasium import spaces
 
 from d2k_env import tempdirs
 from d2k_env import reward as rewards
-from d2k_env.action_log import ActionLog, Refusal, replay_steps
+from d2k_env.action_log import BLOB_CHARS, ActionLog, Refusal, replay_steps
+from d2k_env.blob_store import key_of, utf8
+from d2k_env.episode_state import EpisodeState
 from d2k_env.evaluator import EvalResult, UnreadableSolution, read_solution, resolve_backend
 from d2k_env.prompt import build_prompt
-from d2k_env.registration import MAX_STEPS
+from d2k_env.registration import MAX_STEPS, env_id
 from d2k_env.service import EvalJob, EvaluationService, make_service
 from d2k_env.task import GUIDANCE_LAYERS, load_task, task_ids
+from d2k_env.text_space import UnicodeText, escaped
 from d2k_env.tools import FORMAT, MAX_ACTION_CHARS, ActionError, parse_action
 from d2k_env.verdict import format_result
 from d2k_env.workspace import Workspace, WorkspaceError
 
 MAX_OBSERVATION_CHARS = 200_000
-CHARSET = frozenset(chr(c) for c in range(32, 127)) | {"\n", "\t"}
 
 SOLUTION_STUB = '''"""Your solution. forward(*inputs) must match baseline.py, computed by Triton kernels defined here."""
 
@@ -61,39 +68,41 @@ def _action_text(action: Any) -> str:
         return f"<an action that is not JSON-serialisable: {type(action).__name__}>"
 
 
-def _check_state(state: Any) -> None:
-    """Raise ValueError unless ``state`` is shaped like what :meth:`KernelEnv.state` returns and names
-    a registered task. A state may come from anywhere: its task id must never reach the file system."""
-    if not isinstance(state, dict):
-        raise ValueError(f"a state is a dict as KernelEnv.state() returns, not a {type(state).__name__}")
-    missing = [key for key in ("task_id", "backend", "guidance", "reward", "seed", "actions", "blobs")
-               if key not in state]
-    if missing:
-        raise ValueError(f"the state lacks {', '.join(missing)}")
+def _check_state(state: Any) -> EpisodeState:
+    """The :class:`EpisodeState` ``state`` is (or whose JSON it is), checked: a ValueError unless it
+    is shaped like what :meth:`KernelEnv.state` returns and names a registered task. A state may
+    come from anywhere: its task id must never reach the file system."""
+    state = EpisodeState.from_json(state)
     registered = task_ids()
-    if state["task_id"] not in registered:
-        raise ValueError(f"the state's task id {repr(state['task_id'])[:100]} is none of the registered tasks: "
+    if state.task_id not in registered:
+        raise ValueError(f"the state's task id {repr(state.task_id)[:100]} is none of the registered tasks: "
                          f"{', '.join(registered)}")
+    return state
 
 
-def replay(state: dict[str, Any], **env_kwargs: Any) -> "KernelEnv":
-    """A new env at the same point as ``state``: reset with the same seed, then every action again.
+def _check_budget(name: str, value: Any, optional: bool = False) -> None:
+    if not (optional and value is None) and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ValueError(f"{name} must be a positive int, not {value!r}")
+
+
+def replay(state: EpisodeState | dict[str, Any], **make_kwargs: Any) -> gym.Env:
+    """A new env at the same point as ``state`` (an :class:`EpisodeState` or its JSON), made and
+    wrapped as ``gym.make`` makes it (``TimeLimit`` at the state's budget included): reset with the
+    same seed, then every step again, each through the wrappers. ``make_kwargs`` go to ``gym.make``
+    (an evaluator, say).
 
     Evaluations run again (``submit`` on fresh secret inputs), so files and file-tool observations
     match exactly, and timings are measured anew. A malformed state, or one whose task id is not a
     registered task, is a ValueError before anything is loaded.
     """
-    _check_state(state)
-    steps = replay_steps(state["actions"], state["blobs"])
-    env = KernelEnv(state["task_id"], backend=state["backend"], guidance=tuple(state["guidance"]),
-                    reward=state["reward"], max_steps=state.get("max_steps", MAX_STEPS), **env_kwargs)
+    state = _check_state(state)
+    steps = replay_steps(state.actions, state.blobs)
+    env = gym.make(env_id(state.task_id), backend=state.backend, guidance=state.guidance, reward=state.reward,
+                   max_steps=state.max_steps, max_episode_steps=state.max_steps, **make_kwargs)
     try:
-        env.reset(seed=state["seed"])
+        env.reset(seed=state.seed)
         for step in steps:
-            if isinstance(step, Refusal):
-                env._replay_refusal(step)
-            else:
-                env.step(step)
+            env.step(step)  # a Refusal is recorded as the step it was (see KernelEnv.step)
     except BaseException:
         env.close()  # no half-replayed episode left behind
         raise
@@ -116,9 +125,10 @@ def parse_guidance(guidance: str | tuple[str, ...] | list[str] | None) -> tuple[
 
 
 def to_observation(text: str, limit: int = MAX_OBSERVATION_CHARS, tail: int = 2000) -> str:
-    """Printable ASCII plus newline and tab (anything else escaped), clipped with a note when too long."""
-    text = text.replace("\r\n", "\n").encode("ascii", "backslashreplace").decode("ascii")
-    text = "".join(c if c in CHARSET else f"\\x{ord(c):02x}" for c in text)
+    """The text as its characters, but those outside the observation space's charset (control
+    characters, surrogates, characters beyond the Basic Multilingual Plane) as escapes (see
+    :func:`d2k_env.text_space.escaped`), CRLF line ends as LF; clipped with a note when too long."""
+    text = escaped(text.replace("\r\n", "\n"))
     if len(text) > limit:
         note = "\n[... {:>9} characters clipped here ...]\n"  # fixed width: its length is known up front
         head = limit - len(note.format(0)) - tail
@@ -139,6 +149,9 @@ class KernelEnv(gym.Env):
     The env keeps one Triton cache for all its episodes. Each evaluation's ``info["queue"]`` says
     where and how long it waited.
 
+    Copies: the env pickles (pickle, cloudpickle) and deep-copies at any point; a copy goes on from
+    the same point in a workspace of its own (see :meth:`__getstate__`).
+
     Thread safety: ``reset``, ``step``, ``state`` and ``close`` each hold the env's lock for the whole
     call, so an evaluation in flight is awaited: a ``close()`` or ``reset()`` from another thread waits
     for it and never tears down the episode beneath it (both once crashed the step in flight or gave
@@ -151,12 +164,12 @@ class KernelEnv(gym.Env):
 
     def __init__(self, task_id: str, backend: str = "auto", guidance: str | tuple[str, ...] = "L1+L2+L3",
                  reward: str = "speedup", render_mode: str | None = None,
-                 evaluator_options: dict[str, Any] | None = None, max_steps: int = MAX_STEPS,
+                 evaluator_options: dict[str, Any] | None = None, max_steps: int | None = None,
                  evaluator: EvaluationService | str | None = None):
         self.task = load_task(task_id)
-        if not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError(f"max_steps must be a positive int, not {max_steps!r}")
-        self.max_steps = max_steps
+        _check_budget("max_steps", max_steps, optional=True)
+        self._max_steps_given = max_steps is not None
+        self.max_steps = MAX_STEPS if max_steps is None else max_steps
         self.backend = resolve_backend(backend)
         self.guidance_layers = parse_guidance(guidance)
         self.reward_kind = rewards.check_reward_kind(reward)
@@ -174,8 +187,8 @@ class KernelEnv(gym.Env):
         self._own_service = self._service is None
         self._cache_dir: tempfile.TemporaryDirectory | None = None
         self._client = secrets.token_hex(8)  # names this env's Triton cache on a remote service
-        self.observation_space = spaces.Text(MAX_OBSERVATION_CHARS, min_length=0, charset="".join(sorted(CHARSET)))
-        self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset="".join(sorted(CHARSET)))
+        self.observation_space = UnicodeText(MAX_OBSERVATION_CHARS)
+        self.action_space = UnicodeText(MAX_ACTION_CHARS)
         self._episode_dir: tempfile.TemporaryDirectory | None = None
         self.workspace: Workspace | None = None
         self._log = ActionLog()  # one entry per step taken: its length is the step count
@@ -191,22 +204,42 @@ class KernelEnv(gym.Env):
         with self._lock:
             return self._reset(seed, options)
 
-    def step(self, action: str | dict):
-        """Take one tool call (see the module docstring); a bad action is a step, never an exception."""
+    def step(self, action: str | dict | Refusal):
+        """Take one tool call (see the module docstring); a bad action is a step, never an exception.
+        A :class:`~d2k_env.action_log.Refusal` (how a state records a refused step) is taken as that
+        refused step again: :func:`replay` sends it through the wrappers like any step."""
         with self._lock:
+            if isinstance(action, Refusal):
+                self._require_episode("step")
+                return self._ended() or self._refuse(action)
             return self._step(action)
 
-    def state(self) -> dict[str, Any]:
-        """The episode so far as plain JSON-able data: configuration, reset seed, one entry per step
-        (``actions``, with long strings in ``blobs``, each kept once: see :mod:`d2k_env.action_log`)
-        and the workspace's files. :func:`replay` rebuilds the episode from it."""
+    def state(self) -> EpisodeState:
+        """The episode so far (see :class:`~d2k_env.episode_state.EpisodeState`): configuration,
+        reset seed, one entry per step (long strings in ``blobs``, each kept once) and the
+        workspace's files. :func:`replay` rebuilds the episode from it; ``state().to_json()`` is
+        plain JSON data."""
         with self._lock:
             self._require_episode("state")
-            actions, blobs = self._log.state()
-            return {"task_id": self.task.id, "backend": self.backend, "guidance": list(self._episode_layers),
-                    "reward": self.reward_kind, "max_steps": self.max_steps, "seed": self._reset_seed,
-                    "steps": len(self._log), "terminated": self._terminated, "actions": actions, "blobs": blobs,
-                    "files": {path: self.workspace.read(path) for path, _ in self.workspace.list_files()}}
+            return self._state()
+
+    def _state(self) -> EpisodeState:
+        actions, blobs = self._log.state()
+        files: dict[str, Any] = {}
+        for path, text in self.workspace.texts().items():
+            key = key_of(text) if len(text) >= BLOB_CHARS else None
+            files[path] = {"blob": key} if key in self._log.blobs else text
+        return EpisodeState(task_id=self.task.id, backend=self.backend, guidance=self._episode_layers,
+                            reward=self.reward_kind, max_steps=self.max_steps, seed=self._reset_seed,
+                            steps=len(self._log), terminated=self._terminated, actions=actions, blobs=blobs,
+                            files=files)
+
+    def follow_time_limit(self, limit: int) -> None:
+        """Make the step budget that of a ``TimeLimit`` of ``limit`` steps around this env (or the
+        ``max_steps`` given to it, when smaller), from the next reset on."""
+        _check_budget("a time limit", limit)
+        with self._lock:
+            self.max_steps = min(self.max_steps, limit) if self._max_steps_given else limit
 
     def render(self) -> str | None:
         return self._last_observation if self.render_mode == "ansi" else None
@@ -224,18 +257,70 @@ class KernelEnv(gym.Env):
                 self._cache_dir = None
         super().close()
 
+    # -- Copies (pickle, cloudpickle, copy.deepcopy) ----------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy is made from: the configuration, and mid-episode the episode's state, random
+        generator and last observation. A copy owns its workspace (a directory of its own, the
+        files copied), its Triton cache and, unless the env was given a service, its evaluation
+        service; a service it was given goes with it (shared by ``copy.deepcopy``; pickled by
+        pickle, which a LocalService refuses: it serves one process)."""
+        with self._lock:
+            episode = None
+            if self.workspace is not None:
+                episode = {"state": self._state(), "last_observation": self._last_observation}
+            return {"task_id": self.task.id, "backend": self.backend, "guidance": self.guidance_layers,
+                    "reward": self.reward_kind, "render_mode": self.render_mode,
+                    "evaluator_options": copy.deepcopy(self.evaluator_options),
+                    "evaluator": self._service_choice if self._own_service else self._service,
+                    "max_steps": self.max_steps, "max_steps_given": self._max_steps_given, "spec": self.spec,
+                    "np_random": copy.deepcopy(self._np_random), "np_random_seed": self._np_random_seed,
+                    "episode": episode}
+
+    def __setstate__(self, data: dict[str, Any]) -> None:
+        self.__init__(data["task_id"], backend=data["backend"], guidance=data["guidance"], reward=data["reward"],
+                      render_mode=data["render_mode"], evaluator_options=data["evaluator_options"],
+                      max_steps=data["max_steps"], evaluator=data["evaluator"])
+        self._max_steps_given = data["max_steps_given"]
+        self.spec = data["spec"]
+        self._np_random, self._np_random_seed = data["np_random"], data["np_random_seed"]
+        if data["episode"] is not None:
+            self._restore(data["episode"]["state"], data["episode"]["last_observation"])
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "KernelEnv":
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        clone.__setstate__(self.__getstate__())  # fresh data throughout, but a given service: shared
+        return clone
+
+    def _restore(self, state: EpisodeState, last_observation: str) -> None:
+        """Continue the episode ``state`` describes, in a workspace of this env's own."""
+        log = ActionLog.restore(state.actions, state.blobs)
+        root = self._new_episode_dir()
+        for path, content in state.files.items():
+            full = self.workspace.resolve(path)  # a state names paths inside the workspace only
+            full.parent.mkdir(parents=True, exist_ok=True)
+            full.write_bytes(utf8(log.blobs.get(content["blob"]) if isinstance(content, dict) else content))
+        (root / "baseline.py").chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+        self._episode_layers, self._reset_seed = tuple(state.guidance), state.seed
+        self._log, self._terminated, self._last_observation = log, state.terminated, last_observation
+
     # -- Episode ---------------------------------------------------------------------------------
+    def _new_episode_dir(self) -> Path:
+        """A fresh workspace for the next episode (the last one's removed); its root."""
+        self._close_episode()
+        self._episode_dir = tempdirs.make(f"episode_{self.task.id}")
+        root = Path(self._episode_dir.name) / "workspace"
+        root.mkdir()
+        self.workspace = Workspace(root, read_only={"baseline.py"})
+        return self.workspace.root
+
     def _reset(self, seed: int | None, options: dict[str, Any] | None):
         super().reset(seed=seed)
         self._episode_layers = parse_guidance((options or {}).get("guidance", self.guidance_layers))
-        self._close_episode()
-        self._episode_dir = tempdirs.make(f"episode_{self.task.id}")
-        root = Path(self._episode_dir.name)
-        (root / "workspace").mkdir()
+        root = self._new_episode_dir()
         baseline_source = self.task.baseline_path.read_text()
-        self.workspace = Workspace(root / "workspace", read_only={"baseline.py"})
         self.workspace.write("solution.py", SOLUTION_STUB)
-        baseline = root / "workspace" / "baseline.py"
+        baseline = root / "baseline.py"
         baseline.write_text(baseline_source)
         baseline.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
         self._log = ActionLog()
@@ -275,12 +360,6 @@ class KernelEnv(gym.Env):
             observation += f"\n\nSubmitted. Reward: {reward:.4f} ({self.reward_kind})."
         return self._outcome(observation, reward, info)
 
-    def _replay_refusal(self, refusal: Refusal):
-        """Take again a step that was refused, from its record alone (the log keeps no more of it)."""
-        with self._lock:
-            self._require_episode("step")
-            return self._ended() or self._refuse(refusal)
-
     def _ended(self):
         """The step's answer when the episode is over (submitted, or its budget used up), else None."""
         if self._terminated:
@@ -308,12 +387,24 @@ class KernelEnv(gym.Env):
         return "\n".join(rows) or "(the workspace is empty)", None
 
     def _tool_read_file(self, path: str, start: int | None = None, end: int | None = None):
-        lines = self.workspace.read(path).splitlines()
+        text = self.workspace.read(path)
+        # Lines are what str_replace counts: split at \n only (a final \n ends the last line).
+        lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
+        crlf = any(line.endswith("\r") for line in lines)
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
         first, last = start or 1, min(end or len(lines), len(lines))
         if first > max(len(lines), 1):
             raise WorkspaceError(f"{path!r} has {len(lines)} lines; start={first} is past the end")
+        notes = []
+        if crlf:
+            notes.append("Its lines end in CRLF (\\r\\n), shown here as \\n: str_replace's old and new need "
+                         "\\r\\n line ends.")
+        if escaped(text) != text:
+            notes.append("Characters this view cannot show (control characters, emoji and others beyond "
+                         "Unicode's Basic Multilingual Plane) appear as \\xNN, \\uNNNN or \\UNNNNNNNN escapes; "
+                         "the file holds the characters themselves, and str_replace needs them as such.")
         body = "\n".join(f"{i:>5}  {lines[i - 1]}" for i in range(first, last + 1))
-        return f"{path}, lines {first}-{last} of {len(lines)}:\n{body}", None
+        return "\n".join([f"{path}, lines {first}-{last} of {len(lines)}:", *notes, body]), None
 
     def _tool_write_file(self, path: str, content: str):
         n = self.workspace.write(path, content)

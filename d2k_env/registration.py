@@ -7,10 +7,13 @@ registering every id imports neither torch nor Triton; ``gym.make`` imports the 
 from __future__ import annotations
 
 import gymnasium as gym
+from gymnasium.envs.registration import WrapperSpec
 
 from d2k_env.task import task_roots
 
 MAX_STEPS = 350  # the D2K-Bench turn budget
+# Outside gym.make's TimeLimit: it tells the env that limit (see d2k_env.wrappers.StepBudget).
+STEP_BUDGET = WrapperSpec("StepBudget", "d2k_env.wrappers:StepBudget", {})
 
 
 def env_id(task_id: str) -> str:
@@ -30,6 +33,6 @@ def register_all() -> list[str]:
         gid = env_id(task_id)
         if gid not in gym.registry:
             gym.register(id=gid, entry_point="d2k_env.env:KernelEnv", kwargs={"task_id": task_id},
-                         max_episode_steps=MAX_STEPS, nondeterministic=True)
+                         max_episode_steps=MAX_STEPS, nondeterministic=True, additional_wrappers=(STEP_BUDGET,))
         ids.append(gid)
     return ids

@@ -1,6 +1,7 @@
 """The action language: tool definitions, parsing and validation of tool calls.
 
-An action is one JSON object ``{"tool": "<name>", "args": {...}}``, as text or as a dict. Each
+An action is one JSON object ``{"tool": "<name>", "args": {...}}``, as a dict or as text: the
+object alone, or an agent's reply holding it (found as :mod:`d2k_env.reply` says). Each
 tool's arguments are described by a JSON Schema (the same schema is published for function
 calling). Parsing never raises anything but :class:`ActionError`, whose message tells the agent
 what was wrong and shows the format.
@@ -11,6 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from d2k_env.reply import ReplyError, read_call
 
 MAX_ACTION_CHARS = 2_000_000  # the action space's max_length too: a whole 1 MB file fits in one write_file
 # Names are short: these bounds keep every message that quotes one, and every recorded call, small.
@@ -59,8 +62,9 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("submit", "Final evaluation on fresh secret inputs; ends the episode and yields the reward."),
 ]}
 
-FORMAT = 'Send exactly one JSON object: {"tool": "<name>", "args": {...}}, e.g. ' \
-         '{"tool": "read_file", "args": {"path": "baseline.py"}}. Tools: ' + ", ".join(TOOLS)
+FORMAT = 'Send exactly one call per reply, a JSON object {"tool": "<name>", "args": {...}}, e.g. ' \
+         '{"tool": "read_file", "args": {"path": "baseline.py"}}, bare or in a ```json block; text in ' \
+         '<think> blocks is not read. Tools: ' + ", ".join(TOOLS)
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,7 @@ class ActionError(Exception):
     """A malformed action; the message is shown to the agent."""
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object whose keys are unique: with a repeated key the last would win silently (a second
     "tool" key spliced into arguments would change the tool)."""
     seen: set[str] = set()
@@ -90,9 +94,9 @@ def parse_action(action: Any) -> ToolCall:
         if len(action) > MAX_ACTION_CHARS:
             raise ActionError(f"the action is {len(action)} characters; at most {MAX_ACTION_CHARS} are accepted")
         try:
-            action = json.loads(action, object_pairs_hook=_unique_keys)
-        except (ValueError, RecursionError) as exc:  # ValueError: bad JSON, or an integer too long to parse
-            raise ActionError(f"the action is not valid JSON ({_short(exc)}). {FORMAT}") from None
+            action = read_call(action, object_pairs_hook=unique_keys, format_note=FORMAT)
+        except ReplyError as exc:
+            raise ActionError(str(exc)) from None
     if not isinstance(action, dict):
         raise ActionError(f"the action must be a JSON object, not {type(action).__name__}. {FORMAT}")
     unknown_keys = [k for k in action if k not in ("tool", "args")]
@@ -158,10 +162,6 @@ def _brief(value: Any, limit: int = 80) -> str:
     except (ValueError, RecursionError):
         text = f"<a {type(value).__name__}>"
     return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _short(exc: Exception) -> str:
-    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
 
 
 def function_schemas() -> list[dict]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -67,6 +68,19 @@ class Workspace:
                     files.append((self.relative(full), full.stat().st_size))
         return files
 
+    def texts(self) -> dict[str, str]:
+        """Every file's content (as :meth:`list_files` lists them), exactly as written: lone
+        surrogates come back as they went in. Bytes that are not UTF-8, which no tool writes, are
+        replaced."""
+        texts = {}
+        for path, _ in self.list_files():
+            data = (self.root / path).read_bytes()
+            try:
+                texts[path] = data.decode("utf-8", "surrogatepass")
+            except UnicodeDecodeError:
+                texts[path] = data.decode("utf-8", "replace")
+        return texts
+
     def read(self, path: str) -> str:
         full = self.resolve(path)
         with _os_errors(path):
@@ -111,10 +125,34 @@ class Workspace:
         count = text.count(old)
         if count != 1:
             where = "does not occur" if count == 0 else f"occurs {count} times"
-            raise WorkspaceError(f"old {where} in {path!r}; it must occur exactly once "
-                                 "(include more surrounding lines to make it unique)")
+            hint = _miss_hint(text, old) if count == 0 else "include more surrounding lines to make it unique"
+            raise WorkspaceError(f"old {where} in {path!r}; it must occur exactly once ({hint})")
         self.write(path, text.replace(old, new, 1))
         return text[: text.index(old)].count("\n") + 1
+
+
+_ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8}))")
+
+
+def _unescaped(text: str) -> str:
+    """``text`` with the escapes observations use (``\\xNN``, ``\\uNNNN``, ``\\UNNNNNNNN``) as characters."""
+    def char(match: re.Match) -> str:
+        code = int(next(g for g in match.groups() if g), 16)
+        return chr(code) if code <= 0x10FFFF else match.group()
+    return _ESCAPE.sub(char, text)
+
+
+def _miss_hint(text: str, old: str) -> str:
+    """Why ``old`` may not occur in ``text`` when the agent copied it from read_file: the file's line
+    ends (read_file shows CRLF as LF) or characters read_file showed as escapes."""
+    crlf = old.replace("\r\n", "\n").replace("\n", "\r\n")
+    if "\n" in old and "\r\n" in text and text.count(crlf) >= 1:
+        return ("the file's lines end in CRLF (\\r\\n), which read_file shows as \\n: write old (and new) "
+                "with \\r\\n line ends")
+    if _ESCAPE.search(old) and _unescaped(old) in text:
+        return ("old holds escapes such as \\xb5 as read_file shows characters it cannot display; the file "
+                "holds the characters themselves: write them as such, or in JSON as \\u00b5")
+    return "copy it exactly from read_file, whitespace included"
 
 
 def _replace(full: Path, data: bytes) -> None:

@@ -22,3 +22,21 @@ class GuidanceWrapper(gym.Wrapper):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         return self.env.reset(seed=seed, options={**(options or {}), "guidance": self.layers})
+
+
+class StepBudget(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Tells the env the step budget of the ``TimeLimit`` beneath it, so that its prompt and
+    ``info["max_steps"]`` state the budget that really ends the episode.
+
+    Registration adds it outside the ``TimeLimit`` that ``gym.make`` applies (``max_episode_steps``,
+    350 unless given), which the env itself cannot see. The budget becomes that limit, or the
+    env's own ``max_steps`` when one was given and is smaller; without a ``TimeLimit``
+    (``max_episode_steps=-1``) the env keeps its own. It changes nothing else.
+    """
+
+    def __init__(self, env: gym.Env):
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+        limit = env.spec.max_episode_steps if env.spec is not None else None
+        if limit is not None:
+            env.unwrapped.follow_time_limit(limit)

@@ -94,8 +94,7 @@ def main() -> None:
 
     tasks = list(CANDIDATES)
     envs = gym.vector.AsyncVectorEnv(
-        [partial(gym.make, d2k_env.env_id(t), backend=args.backend, max_episode_steps=4) for t in tasks],
-        shared_memory=False)  # text spaces cannot live in shared memory
+        [partial(gym.make, d2k_env.env_id(t), backend=args.backend, max_episode_steps=4) for t in tasks])
     bandit = SoftmaxBandit({t: len(c) for t, c in CANDIDATES.items()}, args.lr, np.random.default_rng(args.seed))
     tracker = None
     if args.wandb_project:

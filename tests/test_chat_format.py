@@ -1,6 +1,7 @@
 """Function schemas, reply -> action adapters, chat transcripts and context compaction."""
 
 import json
+import time
 
 import gymnasium as gym
 import pytest
@@ -55,10 +56,92 @@ def test_text_replies_are_parsed(text, expected):
     assert parse_action(action) == expected
 
 
-def test_several_hermes_blocks_give_several_actions():
-    text = ('<tool_call>{"name": "list_files", "arguments": {}}</tool_call>\n'
-            '<tool_call>{"name": "read_file", "arguments": {"path": "baseline.py"}}</tool_call>')
-    assert [parse_action(a).tool for a in actions_from_text(text)] == ["list_files", "read_file"]
+THINK_SUBMIT = '<think>Should I just send {"tool": "submit", "args": {}}? No, test first.</think>\n'
+LIST = '{"tool": "list_files", "args": {}}'
+
+
+@pytest.mark.parametrize("text", [
+    THINK_SUBMIT + LIST,
+    THINK_SUBMIT + "```json\n" + LIST + "\n```",
+    # The chat template opened the block in the prompt: the reply holds only its end.
+    'Maybe {"tool": "submit", "args": {}} now?</think>\n' + LIST,
+    "<THINKING>\n```json\n{\"tool\": \"submit\"}\n```\n</THINKING>" + "<tool_call>" + LIST + "</tool_call>",
+])
+def test_reasoning_is_never_read_for_calls(text):
+    # A call mentioned in the <think> block ran (submit) instead of the one after it.
+    [action] = actions_from_text(text)
+    assert parse_action(action) == ToolCall("list_files", {})
+    assert parse_action(text) == ToolCall("list_files", {})  # the env reads a reply the same way
+
+
+@pytest.mark.parametrize("wrap", [lambda c: c, lambda c: "```json\n" + c + "\n```", lambda c: THINK_SUBMIT + c,
+                                  lambda c: "<tool_call>" + c + "</tool_call>"])
+def test_reasoning_tags_inside_a_call_are_data(wrap):
+    content = "PROMPT = '<think>' + plan + '</think>'\nOPEN = '<think>'\n"
+    call = json.dumps({"tool": "write_file", "args": {"path": "agent.py", "content": content}})
+    assert parse_action(wrap(call)) == ToolCall("write_file", {"path": "agent.py", "content": content})
+
+
+def test_an_unclosed_think_block_hides_the_rest_and_says_so():
+    with pytest.raises(ActionError, match=r"never closed.*close it with </think>"):
+        parse_action('<think>I will submit: {"tool": "submit", "args": {}}')
+
+
+SECOND = '{"tool": "read_file", "args": {"path": "baseline.py"}}'
+
+
+@pytest.mark.parametrize("text, kinds", [
+    ("```json\n" + LIST + "\n```\nthen\n```json\n" + SECOND + "\n```", ["```json block on line 1", "```json block on line 5"]),
+    (LIST + "\nand then " + SECOND, ["bare JSON object on line 1", "bare JSON object on line 2"]),
+    ("<tool_call>" + LIST + "</tool_call>\n<tool_call>" + SECOND + "</tool_call>",
+     ["<tool_call> block on line 1", "<tool_call> block on line 2"]),
+    ("```json\n" + LIST + "\n```\n" + SECOND, ["```json block on line 1", "bare JSON object on line 4"]),
+])
+def test_a_reply_with_several_calls_runs_none_and_says_so(text, kinds):
+    # The second fenced block or bare object was dropped silently; now no format runs either.
+    [action] = actions_from_text(text)
+    assert action == text  # passed on for the env to refuse
+    with pytest.raises(ActionError) as refused:
+        parse_action(text)
+    message = str(refused.value)
+    assert "holds 2 calls" in message and "None of them ran" in message
+    assert all(kind in message for kind in kinds), message
+    assert "'list_files'" in message and "'read_file'" in message
+
+
+@pytest.mark.parametrize("text, where", [
+    ('Writing it.\n\n```json\n{"tool": "read_file",\n "args": {"path": "baseline.py",},\n}\n```',
+     "the ```json block on line 3 of the reply is not valid JSON: Expecting property name enclosed in double "
+     "quotes at line 2, column 33 of its content"),
+    ('<tool_call>{"name": "read_file" "arguments": {}}</tool_call>',
+     "the <tool_call> block on line 1 of the reply is not valid JSON: Expecting ',' delimiter at line 1, "
+     "column 22 of its content"),
+    ('Now:\n  {"tool": "list_files", "args": {]}',
+     "the bare JSON object on line 2 of the reply is not valid JSON: Expecting property name enclosed in "
+     "double quotes at line 1, column 33 of its content"),
+])
+def test_a_malformed_call_is_reported_where_it_is(text, where):
+    # A trailing comma in a fenced block was reported as "Expecting value: line 1 column 1 (char 0)".
+    with pytest.raises(ActionError) as refused:
+        parse_action(text)
+    assert where in str(refused.value)
+
+
+def test_a_malformed_call_next_to_a_good_one_makes_two():
+    text = "```json\n" + LIST + "\n```\n```json\n{\"tool\": \"submit\",}\n```"
+    with pytest.raises(ActionError, match=r"holds 2 calls .*a malformed call in the ```json block on line 4"):
+        parse_action(text)
+
+
+def test_code_blocks_and_json_data_hold_no_calls():
+    code = "```python\n" + "d = {'k': 1}\n" * 300 + 'EXAMPLE = {"tool": "submit", "args": {}}\n```\n'
+    data = '{"plan": [{"tool": "submit", "args": {}}]}\n'
+    assert parse_action(code + data + LIST) == ToolCall("list_files", {})
+
+
+def test_json_that_is_not_a_call_is_left_alone():
+    text = 'Config:\n```json\n{"BLOCK": 128}\n```\nSo {"x": 1} and ' + LIST
+    assert parse_action(text) == ToolCall("list_files", {})
 
 
 @pytest.mark.parametrize("text", ["I am not sure what to do next.", "", "```python\nx = {1: 2}\n```",
@@ -146,3 +229,29 @@ def test_context_policy_cut_moves_in_blocks_so_the_prefix_is_stable():
 def test_reply_without_tool_calls_is_parsed_as_text():
     reply = ModelReply('<tool_call>{"name": "submit", "arguments": {}}</tool_call>')
     assert [parse_action(a).tool for a in actions_from_reply(reply)] == ["submit"]
+
+
+def test_the_env_runs_the_call_after_the_reasoning_not_the_one_in_it():
+    env = gym.make("D2K/fused_add_rmsnorm-v0", backend="interpreter")
+    env.reset(seed=0)
+    try:
+        obs, reward, terminated, truncated, info = env.step(
+            '<think>Should I just send {"tool": "submit", "args": {}}? No, test first.</think> ' + LIST)
+        assert info["tool"] == "list_files" and "solution.py" in obs and not terminated
+        obs, reward, terminated, truncated, info = env.step("```json\n" + LIST + "\n```\n```json\n" + SECOND + "\n```")
+        assert obs.startswith("ERROR: the reply holds 2 calls") and "tool" not in info and info["steps"] == 2
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("text", [
+    "```\n{}\n```\n" * 40_000, "<tool_call>" * 40_000, "<think>" * 60_000, "```python\n" + "{" * 400_000 + "\n```",
+    ("```json\n" + LIST + "\n```\n") * 10_000,
+], ids=["empty-fences", "unclosed-tool-calls", "unclosed-thinks", "braces-in-code", "many-calls"])
+def test_pathological_replies_are_answered_in_linear_time(text):
+    # Each block once looked up in every block before it, and each unclosed <tool_call> rescanned the
+    # rest of the reply: 40,000 of them took minutes. Linear, each of these takes well under a second.
+    started = time.perf_counter()
+    with pytest.raises(ActionError) as refused:
+        parse_action(text)
+    assert time.perf_counter() - started < 10 and len(str(refused.value)) < 2_000

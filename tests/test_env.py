@@ -115,7 +115,7 @@ def test_observations_are_clipped_with_a_note():
     long = "x" * (MAX_OBSERVATION_CHARS * 2)
     obs = to_observation(long)
     assert len(obs) <= MAX_OBSERVATION_CHARS and "characters clipped here" in obs
-    assert to_observation("caf\u00e9\r\n") == "caf\\xe9\n"
+    assert to_observation("caf\u00e9\r\n\x1b\U0001f600") == "caf\u00e9\n\\x1b\\U0001f600"
 
 
 def test_step_350_truncates(env):
@@ -179,11 +179,11 @@ def test_state_is_json_and_replays_to_the_same_workspace(env):
     env.step({"tool": "str_replace", "args": {"path": "solution.py", "old": "A = 1", "new": "A = 2"}})
     env.step(call("write_file", path="notes/plan.md", content="two-pass\n"))
     env.step("not json")
-    state = json.loads(json.dumps(env.unwrapped.state()))
+    state = json.loads(json.dumps(env.unwrapped.state().to_json()))
     assert state["steps"] == 4 and state["seed"] == 11 and len(state["actions"]) == 4
     again = replay(state)
-    assert again.state()["files"] == state["files"] and state["files"]["solution.py"] == "A = 2\n"
-    assert again.state()["actions"] == state["actions"]
+    assert again.unwrapped.state().files == state["files"] and state["files"]["solution.py"] == "A = 2\n"
+    assert again.unwrapped.state().actions == state["actions"]
     again.close()
 
 
@@ -197,7 +197,7 @@ def test_a_smaller_budget_is_stated_in_the_prompt_and_truncates():
     unwrapped = d2k_env.env.KernelEnv("merge_attn_states", backend="interpreter", max_steps=2)
     unwrapped.reset(seed=0)
     assert not unwrapped.step(call("list_files"))[3] and unwrapped.step(call("list_files"))[3]
-    assert d2k_env.env.replay(unwrapped.state()).max_steps == 2
+    assert d2k_env.env.replay(unwrapped.state()).unwrapped.max_steps == 2
     unwrapped.close()
     env.close()
 
@@ -214,3 +214,26 @@ def test_a_harness_failure_during_an_evaluation_is_a_step_not_an_exception(monke
     obs, reward, terminated, truncated, info = env.step(call("submit"))
     assert terminated and reward == 0.0 and "harness error" in obs and "simulated harness bug" in obs
     env.close()
+
+
+def test_read_file_shows_non_ascii_as_it_is_and_str_replace_takes_the_line_back(env):
+    # Escaped as \xb5s, the line copied from read_file into str_replace did not occur.
+    env.step(call("write_file", path="solution.py", content="t_ms = 3.5  # 3500 \u00b5s, \u2264 4 ms\n"))
+    obs, *_ = env.step(call("read_file", path="solution.py"))
+    assert "t_ms = 3.5  # 3500 \u00b5s, \u2264 4 ms" in obs and "escape" not in obs
+    assert env.unwrapped.observation_space.contains(obs)
+    line = obs.splitlines()[-1][len("    1  "):]
+    obs, *_ = env.step(call("str_replace", path="solution.py", old=line, new="t_ms = 3.0"))
+    assert obs.startswith("Replaced"), obs
+
+
+def test_read_file_and_str_replace_explain_what_the_view_cannot_show(env):
+    env.step(call("write_file", path="notes.py", content="a = 1\r\nb = 2\r\n# done \U0001f600\n"))
+    obs, *_ = env.step(call("read_file", path="notes.py"))
+    assert "    1  a = 1\n    2  b = 2\n    3  # done \\U0001f600" in obs and "CRLF" in obs and "escapes" in obs
+    obs, *_ = env.step(call("str_replace", path="notes.py", old="a = 1\nb = 2", new="c = 3"))
+    assert "does not occur" in obs and "CRLF" in obs
+    obs, *_ = env.step(call("str_replace", path="notes.py", old="# done \\U0001f600", new="# ok"))
+    assert "does not occur" in obs and "escapes" in obs
+    obs, *_ = env.step(call("str_replace", path="notes.py", old="a = 1\r\nb = 2", new="c = 3"))
+    assert obs.startswith("Replaced"), obs

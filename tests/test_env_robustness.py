@@ -59,7 +59,7 @@ def planted(tmp_path):
 @pytest.mark.parametrize("form", ["relative", "absolute"])
 def test_replay_of_a_path_as_task_id_executes_nothing(env, planted, form):
     ids, marker = planted
-    state = {**env.state(), "task_id": ids[form]}
+    state = {**env.state().to_json(), "task_id": ids[form]}
     with pytest.raises(ValueError, match="registered tasks") as caught:
         replay(state)
     assert all(t in str(caught.value) for t in task_ids())
@@ -77,7 +77,7 @@ def test_an_env_for_a_path_as_task_id_executes_nothing(planted, form):
 @pytest.mark.parametrize("task_id", [None, ["fused_add_rmsnorm"], "", "tasks/fused_add_rmsnorm", "_private"])
 def test_replay_of_a_malformed_task_id_is_a_clear_value_error(env, task_id):
     with pytest.raises(ValueError, match="registered tasks"):
-        replay({**env.state(), "task_id": task_id})
+        replay({**env.state().to_json(), "task_id": task_id})
 
 
 @pytest.mark.parametrize("broken", [
@@ -85,10 +85,13 @@ def test_replay_of_a_malformed_task_id_is_a_clear_value_error(env, task_id):
     lambda s: {**s, "actions": "not a list"}, lambda s: {**s, "actions": [{"tool": "write_file", "args": {
         "path": "solution.py", "content": {"blob": "0" * 64}}}]},
     lambda s: {**s, "actions": [42]}, lambda s: {**s, "blobs": []},
+    lambda s: {**s, "blobs": {"0" * 64: {"text": "not the string this key names"}}},
+    lambda s: {**s, "blobs": {"0" * 64: {"base": "1" * 64, "ops": [[0, 1]]}}},
+    lambda s: {**s, "files": {"solution.py": {"blob": "0" * 64}}},
 ])
 def test_replay_of_a_malformed_state_is_a_clear_value_error(env, broken):
     with pytest.raises(ValueError, match="state"):
-        replay(broken(env.state()))
+        replay(broken(env.state().to_json()))
 
 
 # -- threads ------------------------------------------------------------------------------------------
@@ -165,7 +168,7 @@ def test_reset_during_a_submit_starts_a_clean_episode(env, blocking):
     resetting.result()
     obs, reward, terminated, truncated, info = env.step(call("list_files"))
     assert not terminated and not truncated and info["steps"] == 1 and "solution.py" in obs
-    assert env.state()["seed"] == 1 and env.state()["steps"] == 1
+    assert env.state().seed == 1 and env.state().steps == 1
 
 
 def test_state_during_an_evaluation_is_the_state_after_it(env, blocking):
@@ -214,8 +217,8 @@ def test_memory_stays_bounded_over_a_budget_of_large_actions(env, fake):
         tracemalloc.stop()
     assert n == env.max_steps
     state = env.state()
-    assert len(json.dumps(state)) < 4 * MB  # the content once, and the two files that hold it
-    refused = [entry for entry in state["actions"] if "refused" in entry]
+    assert len(json.dumps(state.to_json())) < 4 * MB  # the content once, and the two files that hold it
+    refused = [entry for entry in state.actions if "refused" in entry]
     assert len(refused) == 31 and all(len(json.dumps(entry)) < 2_000 for entry in refused)
 
 
@@ -227,13 +230,13 @@ def test_refused_and_stored_once_actions_replay_exactly(env, fake):
     env.step(call("str_replace", path="solution.py", old="A = 1\n" * 2, new="B = 2\n"))  # refused: occurs many times
     env.step(call("run_tests"))
     obs, *_ = env.step("x" * 3_000_000)
-    state = json.loads(json.dumps(env.state()))
+    state = json.loads(json.dumps(env.state().to_json()))
     assert len(state["blobs"]) == 1  # the content once, though written twice
     entry = state["actions"][-1]
     assert entry["chars"] == 3_000_000 and len(entry["sha256"]) == 64 and "at most" in entry["refused"]
     again = replay(state)
     try:
-        assert again.state() == state and again._last_observation == obs
+        assert again.unwrapped.state().to_json() == state and again.unwrapped._last_observation == obs
     finally:
         again.close()
 
@@ -248,6 +251,6 @@ def test_a_refused_write_leaves_no_directory_behind(env, fake):
     state = env.state()
     again = replay(state)
     try:
-        assert again.state() == state
+        assert again.unwrapped.state() == state
     finally:
         again.close()

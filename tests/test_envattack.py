@@ -334,7 +334,7 @@ def test_malformed_actions_are_ordinary_steps(env, fake, action):
     obs, reward, terminated, truncated, info = env.step(action)
     assert reward == 0.0 and not terminated and _in_obs_space(env, obs)
     assert env.workspace.read("solution.py") == before
-    json.dumps(env.state())  # the record stays JSON
+    json.dumps(env.state().to_json())  # the record stays JSON
 
 
 def test_self_referencing_and_deeply_nested_dict_actions(env, fake):
@@ -348,7 +348,7 @@ def test_self_referencing_and_deeply_nested_dict_actions(env, fake):
     for action in (cyclic, deep):
         obs, reward, terminated, *_ = env.step(action)
         assert obs.startswith("ERROR") and reward == 0.0 and not terminated
-    json.dumps(env.state())
+    json.dumps(env.state().to_json())
 
 
 def test_a_dict_action_that_fails_to_serialise_does_not_escape_step(env):
@@ -378,10 +378,10 @@ def test_str_replace_edge_cases_leave_files_intact(env):
 def test_non_utf8_content_round_trips_through_state_and_replay(env, fake):
     env.step({"tool": "write_file", "args": {"path": "solution.py", "content": "x = '\udcff\ud800'\n"}})
     env.step({"tool": "write_file", "args": {"path": "notes/\u2603.md", "content": "snow"}})
-    state = json.loads(json.dumps(env.state()))
+    state = json.loads(json.dumps(env.state().to_json()))
     again = replay(state)
     try:
-        assert again.state()["files"] == state["files"]
+        assert again.unwrapped.state().files == state["files"]
     finally:
         again.close()
 
@@ -394,7 +394,7 @@ def test_replay_takes_exactly_the_recorded_actions(env, fake):
     try:
         assert len(fake.calls) - original_evaluations == original_evaluations, \
             "replay evaluated the solution where the original episode did not"
-        assert again._last_observation == obs
+        assert again.unwrapped._last_observation == obs
     finally:
         again.close()
 

@@ -183,8 +183,9 @@ def test_dtype_step_is_the_spacing_of_the_dtype():
 
 
 def test_one_step_check_admits_one_rounding_step_and_no_more():
-    ref = (torch.randn(64, 32) * 3).to(torch.bfloat16)
-    lse = torch.randn(64)
+    gen = torch.Generator().manual_seed(0)  # the same values whatever ran before in the process
+    ref = (torch.randn(64, 32, generator=gen) * 3).to(torch.bfloat16)
+    lse = torch.randn(64, generator=gen)
     up_one = ref.view(torch.int16).add(1).view(torch.bfloat16)  # the next bf16 value away from zero
     up_two = ref.view(torch.int16).add(2).view(torch.bfloat16)
 

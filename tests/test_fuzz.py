@@ -778,13 +778,12 @@ def test_fuzz_deeply_nested_actions(harness, wire):
 @fuzz_settings(90)
 @given(wire=invalid_eval_calls())
 def test_fuzz_invalid_evaluation_arguments_are_rejected_before_anything_runs(harness, wire):
-    # A solution that passes the static policy, so an evaluation that wrongly started would spawn a
-    # worker process (seconds) rather than be refused statically.
+    # A solution that passes the static policy, so an evaluation that wrongly started would run
+    # rather than be refused statically (and put its result in info).
     harness.prepare(solution=CORRECT_SOLUTION)
     obs, reward, terminated, truncated, info, elapsed = _checked(harness, wire)
     assert obs.startswith("ERROR:") and "error" in info and "evaluation" not in info, obs[:300]
-    assert not terminated and reward == 0.0
-    assert elapsed < 3.0, f"rejecting an invalid call took {elapsed:.2f} s (an evaluation takes ~10 s)"
+    assert not terminated and reward == 0.0  # and no evaluation in info: nothing was submitted
 
 
 @fuzz_settings(60)
@@ -1003,4 +1002,4 @@ def test_a_deeply_nested_solution_is_refused_by_the_static_policy(h, content, to
     obs, reward, terminated, truncated, info, elapsed = h.checked_step(call(tool), evaluating=True)
     assert "FAILED" in obs and "[policy]" in obs and reward == 0.0 and "evaluation" in info, obs[:300]
     assert terminated == (tool == "submit")
-    assert elapsed < 3.0, f"{elapsed:.1f} s: a worker process was started"
+    assert info["evaluation"]["sandbox"] == {}, "a worker process was started (it reports its layers)"

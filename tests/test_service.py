@@ -193,6 +193,52 @@ def test_envs_sharing_a_service_in_threads_get_their_own_verdicts_and_nothing_is
     assert not list(tmp_path.glob("d2k-*")), "a directory outlived the envs and the service"
 
 
+HANGS = textwrap.dedent("""
+    import os
+    import time
+
+    def forward(*inputs):
+        with open("solution.pid", "w") as f:  # in its scratch directory, for the test to find
+            f.write(str(os.getpid()))
+        time.sleep(600)
+""")
+
+
+def test_a_worker_killed_mid_evaluation_is_an_error_step_and_the_next_evaluation_succeeds(monkeypatch, tmp_path):
+    import d2k_env.evaluator as ev_module
+    monkeypatch.setattr(ev_module, "check_solution", lambda source, allowed: [])  # time and open are refused
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the worker's scratch directory is made
+    env = gym.make(d2k_env.env_id(RMSNORM), backend="interpreter")
+    try:
+        env.reset(seed=0)
+        env.step({"tool": "write_file", "args": {"path": "solution.py", "content": HANGS}})
+        killed = []
+
+        def kill_the_worker():
+            end = time.monotonic() + 300
+            while time.monotonic() < end and not killed:
+                for marker in tmp_path.glob("d2k-eval-*/scratch/solution.pid"):
+                    try:
+                        os.kill(int(marker.read_text()), 9)
+                        killed.append(marker)
+                    except (ValueError, ProcessLookupError):
+                        pass  # written half, or gone already
+                time.sleep(0.05)
+
+        killer = threading.Thread(target=kill_the_worker)
+        killer.start()
+        obs, reward, terminated, truncated, info = env.step({"tool": "run_tests", "args": {}})
+        killer.join()
+        assert killed, "the worker never started the solution"
+        assert not info["evaluation"]["correct"] and not terminated and reward == 0
+        assert "signal 9" in obs or "SIGKILL" in obs or "killed" in obs, obs
+        env.step({"tool": "write_file", "args": {"path": "solution.py",
+                                                  "content": load_task(RMSNORM).reference_path.read_text()}})
+        assert env.step({"tool": "run_tests", "args": {}})[4]["evaluation"]["correct"]
+    finally:
+        env.close()
+
+
 def test_an_env_s_own_service_ends_with_it():
     from d2k_env.evaluator import policy_service
     policy_service.check_solution("", frozenset())  # the process's policy child, long-lived by design

@@ -57,7 +57,7 @@ def test_an_episode_through_the_tools_pickled_on_the_way():
     adapter = pickle.loads(pickle.dumps(factory()))
     with adapter:
         prompt = adapter.reset(task=TASK, guidance="none", seed=0, prompt=[{"role": "user", "content": ""}])
-        assert TASK in prompt and "L1" not in adapter._env.env.state()["guidance"]
+        assert TASK in prompt and "L1" not in adapter._env.env.state().guidance
         assert "solution.py" in adapter.list_files()
         adapter.write_file("solution.py", REFERENCE)
         # A live env does not travel: the copy starts with none and keeps the arguments.
@@ -139,7 +139,7 @@ def test_grpo_trains_two_steps_through_the_adapter(tmp_path, monkeypatch):
     assert len(trainer.environments) == 2  # one per rollout of the last step
     for adapter in trainer.environments:
         state = adapter._env.env.state()
-        assert state["task_id"] == TASK and state["guidance"] == [] and state["seed"] == 0
-        assert [a["tool"] for a in state["actions"]] == ["list_files"]
+        assert state.task_id == TASK and state.guidance == () and state.seed == 0
+        assert [a["tool"] for a in state.actions] == ["list_files"]
     rewards = [row["rewards/KernelToolEnv/mean"] for row in trainer.state.log_history if "rewards/KernelToolEnv/mean" in row]
     assert rewards == [0.0, 0.0]  # no rollout submitted

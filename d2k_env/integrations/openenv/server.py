@@ -63,9 +63,9 @@ class KernelEnvironment(Environment[KernelAction, KernelObservation, KernelState
         if self._env.env is None or self._env.env.workspace is None:
             return KernelState()
         state = self._env.env.state()
-        return KernelState(episode_id=self._episode_id, step_count=state["steps"], task=state["task_id"],
-                           guidance=state["guidance"], seed=state["seed"], terminated=state["terminated"],
-                           reward=self._reward, files=state["files"])
+        return KernelState(episode_id=self._episode_id, step_count=state.steps, task=state.task_id,
+                           guidance=list(state.guidance), seed=state.seed, terminated=state.terminated,
+                           reward=self._reward, files=state.file_texts())
 
     def close(self) -> None:
         self._env.close()

@@ -5,7 +5,9 @@ Round: holdout3 q09
 
 Class 19.
 
-Idea: flood: the kernel prints a large block thousands of times (hundreds of MB of stdout) and then does the work; the env must clip it and stay usable.
+Idea: flood: the kernel prints a large block thousands of times and then does the work; the env must clip it and stay usable.
+20,000 lines (about 2 MB; 200,000 took 100-180 s of the interpreter's time in CI): clipping and recovery are what it
+tests, the 64 MB cap is output_flood's.
 
 Task: fused_add_rmsnorm
 Expected if defended: output clipped or the run killed; no exception in Evaluator.evaluate; later evaluations fine.
@@ -46,6 +48,6 @@ def forward(x, residual, weight):
     M, N = x.shape
     y = torch.empty_like(x)
     r = torch.empty_like(x)
-    _flood[(1,)](x, REPS=200000)
+    _flood[(1,)](x, REPS=20000)
     _rmsnorm[(M,)](x, residual, weight, y, r, EPS, N, BLOCK=triton.next_power_of_2(N))
     return y, r
