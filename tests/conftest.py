@@ -1,4 +1,5 @@
 import json
+import time
 
 import pytest
 import torch
@@ -17,6 +18,25 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def wait_until(condition, timeout: float = 30) -> bool:
+    """Whether ``condition()`` came true within ``timeout`` seconds (polled every 50 ms)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return bool(condition())
+
+
+def process_gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie not yet reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def call(tool, **args):

@@ -6,10 +6,10 @@ import os
 import signal
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import d2k_env.evaluator as ev_module
+from conftest import process_gone, wait_until
 from d2k_env.evaluator import Evaluator, PhaseLimits
 from d2k_env.evaluator import reaper
 from d2k_env.evaluator.pool import WorkerPool
@@ -57,17 +57,8 @@ def _server(ev: Evaluator):
     return server
 
 
-def _gone(pid: int, timeout: float = 30) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True
-        except OSError:
-            return True
-        time.sleep(0.05)
-    return False
+def _gone(pid: int) -> bool:
+    return wait_until(lambda: process_gone(pid))
 
 
 def test_a_forked_worker_gives_the_verdict_layers_and_descriptors_an_execd_one_gives(tmp_path, monkeypatch):
@@ -150,7 +141,7 @@ def test_each_thread_gets_a_fork_server_of_its_own_and_close_ends_them_all():
             done.wait(60)  # alive until checked: a server dies with its thread
         thread = threading.Thread(target=other)
         thread.start()
-        assert _wait_for(lambda: seen)
+        assert wait_until(lambda: seen)
         assert seen[0] is not mine and pool._fork_server() is mine and len(pool._servers) == 2
     finally:
         pool.close()
@@ -158,9 +149,3 @@ def test_each_thread_gets_a_fork_server_of_its_own_and_close_ends_them_all():
         thread.join()
     assert _gone(mine._proc.pid) and _gone(seen[0]._proc.pid)
 
-
-def _wait_for(condition, timeout: float = 60) -> bool:
-    end = time.monotonic() + timeout
-    while not condition() and time.monotonic() < end:
-        time.sleep(0.05)
-    return bool(condition())

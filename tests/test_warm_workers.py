@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import d2k_env.evaluator as ev_module
+from conftest import process_gone, wait_until
 from d2k_env.evaluator import Evaluator, PhaseLimits
 from d2k_env.evaluator import reaper
 from d2k_env.evaluator.confine import landlock_abi
@@ -38,25 +39,8 @@ def warm():
 
 def _tree(worker: Worker) -> list[int]:
     """The spare's supervisor and everything below it, once it has forked its worker."""
-    assert _wait(lambda: reaper.descendants(worker._proc.pid)), "the supervisor never started its worker"
+    assert wait_until(lambda: reaper.descendants(worker._proc.pid)), "the supervisor never started its worker"
     return [worker._proc.pid, *reaper.descendants(worker._proc.pid)]
-
-
-def _wait(condition, timeout: float = 30) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
-
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def _verdict(result) -> tuple:
@@ -124,7 +108,7 @@ def test_a_spare_sees_nothing_of_the_evaluation_before_its_dispatch(warm, tmp_pa
 def _kill_worker(spare: Worker) -> None:
     """SIGKILL the worker under an idle spare's supervisor, and wait for the supervisor to notice."""
     os.kill(_tree(spare)[1], signal.SIGKILL)
-    assert _wait(lambda: not spare.alive()), "the supervisor outlived its idle worker"
+    assert wait_until(lambda: not spare.alive()), "the supervisor outlived its idle worker"
 
 
 def test_a_spare_killed_while_idle_is_replaced_and_blames_nothing(warm, monkeypatch):
@@ -153,7 +137,7 @@ def test_spares_die_with_the_thread_that_started_them_and_are_then_replaced():
         thread.join()
         assert results[0].correct, results[0].error
         spares = dict(ev.pool.idle())
-        assert _wait(lambda: not any(s.alive() for s in spares.values())), "a spare outlived its thread"
+        assert wait_until(lambda: not any(s.alive() for s in spares.values())), "a spare outlived its thread"
         result = ev.evaluate(ev.task.reference_path)
         assert result.correct, result.error
         assert all(s.alive() for s in ev.pool.idle().values()) and not set(ev.pool.idle().values()) & set(spares.values())
@@ -174,7 +158,7 @@ def test_no_process_or_directory_of_a_spare_outlives_its_evaluator(how):
     else:
         del ev
         gc.collect()
-    assert all(map(_gone, pids)), [p for p in pids if not _gone(p)]
+    assert all(map(process_gone, pids)), [p for p in pids if not process_gone(p)]
     assert not any(d.exists() for d in directories)
 
 
@@ -208,7 +192,7 @@ def test_no_process_of_a_spare_outlives_a_killed_env_process():
         proc.wait()
     try:
         assert len(pids) >= 4
-        assert _wait(lambda: all(map(_gone, pids))), [p for p in pids if not _gone(p)]
+        assert wait_until(lambda: all(map(process_gone, pids))), [p for p in pids if not process_gone(p)]
         assert len(directories) == 2 and not any(map(os.path.exists, directories))
     finally:
         for directory in directories:
@@ -250,7 +234,7 @@ def test_spares_die_with_their_thread_under_nohup():
     started = [spare for pool in pools for spare in pool.idle().values()]
     try:
         assert len(started) == 2
-        assert _wait(lambda: not any(s.alive() for s in started)), "a spare outlived the thread that started it"
+        assert wait_until(lambda: not any(s.alive() for s in started)), "a spare outlived the thread that started it"
     finally:
         for pool in pools:
             pool.close()
