@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -193,7 +194,6 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
-        import shutil
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -244,19 +244,7 @@ def main(sock_fd: int) -> None:
     while True:
         ready = select.select([sock, wake_read], [], [])[0]
         if wake_read in ready:
-            while True:
-                try:
-                    os.read(wake_read, 4096)
-                except BlockingIOError:
-                    break
-            while True:
-                try:
-                    pid, status = os.waitpid(-1, os.WNOHANG)
-                except ChildProcessError:
-                    break
-                if pid == 0:
-                    break
-                _send(sock, {"ended": pid, "status": os.waitstatus_to_exitcode(status)})
+            _reap_supervisors(sock, wake_read)
         if sock not in ready:
             continue
         try:
@@ -291,6 +279,23 @@ def main(sock_fd: int) -> None:
         for fd in fds:
             os.close(fd)
         _send(sock, {"forked": pid})
+
+
+def _reap_supervisors(sock: socket.socket, wake_read: int) -> None:
+    """After SIGCHLD: empty the wake-up pipe, reap every supervisor that ended and tell the env each one."""
+    try:
+        while os.read(wake_read, 4096):
+            pass
+    except BlockingIOError:
+        pass
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _send(sock, {"ended": pid, "status": os.waitstatus_to_exitcode(status)})
 
 
 def _send(sock: socket.socket, message: dict) -> None:

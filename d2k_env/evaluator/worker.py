@@ -2,7 +2,8 @@
 
 Usage (by the supervisor, :mod:`d2k_env.evaluator.reaper`, only): ``python -m d2k_env.evaluator.worker
 FD processes|no-processes`` with the JSON :class:`EvalRequest` on stdin, which the worker reads only
-once it is warm (see :func:`prepare` and :func:`warm_device`): a spare waits there, and an empty stdin ends it unused.
+once it is warm (see :func:`prepare` and :func:`warm_device`): a spare waits there, and an empty
+stdin ends it unused. (A worker forked by the fork server runs :func:`serve` the same way.)
 Progress and the result are JSON lines on file descriptor FD, the harness's own channel: whatever
 the solution prints goes to stdout/stderr and never counts.
 
@@ -450,22 +451,21 @@ def _measure_ceilings(device: torch.device) -> dict[str, float]:
     return measure_ceilings(device)
 
 
-def prepare() -> bool:
+def prepare() -> None:
     """What every evaluation of this worker's backend needs whatever its role and device, done before
     any request exists, and safe to fork from (no CUDA, no thread pools; the fork server does it
     once for all the workers it forks): Triton, and on the interpreter (``TRITON_INTERPRET=1`` in the
     environment the sandbox gave it) the patch that makes it compute like the GPU; on the GPU the
     modules of timing and profiling; one allocation under the torch-work guard, whose first operator
     sets up torch's Python dispatch; Triton's own key, a hash of its installed files (0.4 s).
-    Nothing of a task or a solution is touched. Returns whether this worker interprets."""
+    Nothing of a task or a solution is touched."""
     import triton.language  # noqa: F401 - imported for its first use
     try:
         from triton.runtime.cache import triton_key  # cached after its first call
         triton_key()
     except (ImportError, AttributeError):  # not every Triton has it: only a saving is lost
         pass
-    interprets = os.environ.get("TRITON_INTERPRET") == "1"
-    if interprets:
+    if os.environ.get("TRITON_INTERPRET") == "1":
         from d2k_env.evaluator import interpreter_patch
         interpreter_patch.apply()
     else:
@@ -473,7 +473,6 @@ def prepare() -> bool:
         from d2k_env.evaluator import timing  # noqa: F401
     with TorchWorkGuard(frozenset()):
         torch.empty(1)
-    return interprets
 
 
 def warm_device(interprets: bool) -> None:
@@ -500,7 +499,9 @@ def serve(channel_fd: int, processes: bool, prepared: bool = False) -> None:
     runs ptxas, the interpreter needs none), the warm-up (:func:`prepare` unless ``prepared``, then
     :func:`warm_device`), the warm mark, then the one request on stdin, its result on ``channel_fd``."""
     filtered = seccomp(processes=processes)
-    interprets = os.environ.get("TRITON_INTERPRET") == "1" if prepared else prepare()
+    if not prepared:
+        prepare()
+    interprets = os.environ.get("TRITON_INTERPRET") == "1"
     warm_device(interprets)
     if token := os.environ.pop("D2K_WARM_TOKEN", ""):  # sandbox.WARM_MARK: the env times nothing beside
         os.write(1, f"d2k-worker-warm:{token}\n".encode())  # a worker still warming up
