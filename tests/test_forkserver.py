@@ -149,3 +149,20 @@ def test_each_thread_gets_a_fork_server_of_its_own_and_close_ends_them_all():
         thread.join()
     assert _gone(mine._proc.pid) and _gone(seen[0]._proc.pid)
 
+
+
+def test_a_spare_told_no_request_will_come_removes_its_directory_though_its_server_lives_on():
+    """Its env died (or closed it): nobody else will remove the directory. A fork server outlives
+    its env by a moment, so the supervisor cannot wait to see its parent change: the EOF decides."""
+    ev = Evaluator(load_task(RMSNORM), "interpreter", limits=PhaseLimits(default=120),
+                   pool=WorkerPool(interpret=True, spares=True, fork=True))
+    try:
+        assert ev.evaluate(ev.task.reference_path).correct
+        server = _server(ev)
+        spare = next(iter(ev.pool.idle().values()))
+        assert wait_until(lambda: reaper.descendants(spare._proc.pid)), "the spare started no worker"
+        spare._proc.stdin.close()  # what the env's death does to it
+        assert _gone(spare._proc.pid) and wait_until(lambda: not spare.directory.exists())
+        assert server.alive()
+    finally:
+        _close(ev)

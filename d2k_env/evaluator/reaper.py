@@ -16,8 +16,9 @@ dies before its request came ends the wait too (the env then sees the spare gone
 SIGKILLs every descendant, again and again until none is left (a launcher first gets
 ``LAUNCHER_GRACE_S`` to exit by itself), reaps them all, writes one JSON line to STATUS_FD (the
 worker's exit status, how many other processes it reaped, whether it finished in time) and exits;
-stopped by SIGHUP (the env's thread or process died), it removes the worker's directory first,
-which nobody else may do.
+stopped by SIGHUP (the env's thread or process died), or ended by an EOF without a request (the env
+closed the spare, or died), it removes the worker's directory last, which nobody else may do
+after a death. (Its parent, a fork server, may outlive the env by a moment: the EOF says it first.)
 
 What it cannot stop: a process of the same user may SIGKILL it before it cleans up (its orphans
 then go to init); the env then kills the worker's process group, and what it can still find under
@@ -247,13 +248,16 @@ def _feed(fd: int, data: bytes) -> None:
         pass  # the worker died before reading it
 
 
-def _dispatch(worker_stdin: int, worker_channel: int, channel_fd: int, dispatched: threading.Event) -> None:
+def _dispatch(worker_stdin: int, worker_channel: int, channel_fd: int, dispatched: threading.Event,
+              unused: threading.Event) -> None:
     """Wait for the env's request on stdin (until EOF), keep its nonce, hand the rest to the worker,
     then relay the worker's channel (a thread: the main one waits for signals). An EOF without a
-    request (a spare closed unused) gives the worker an empty stdin, and it exits."""
+    request (a spare closed unused, or its env dead) sets ``unused`` and gives the worker an empty
+    stdin, and it exits."""
     with os.fdopen(0, "rb", closefd=False) as stdin:
         data = stdin.read()
     if not data:
+        unused.set()
         for fd in (worker_stdin, worker_channel, channel_fd):
             os.close(fd)
         return
@@ -320,7 +324,7 @@ def supervise(channel_fd: int, status_fd: int, parent: int, confinement_json: st
     report: dict = {"worker": None, "others": 0, "clean": False, "subreaper": False, "oom_kills": 0}
     confine = _load_confine()
     confinement = confine.Confinement.from_json(confinement_json)
-    worker, cgroup, dispatched = None, None, threading.Event()
+    worker, cgroup, dispatched, unused = None, None, threading.Event(), threading.Event()
     if os.getppid() == parent:  # else the env died before PR_SET_PDEATHSIG was set: start nothing
         report["subreaper"] = prctl(PR_SET_CHILD_SUBREAPER, 1)
         prctl(PR_SET_DUMPABLE, 0)  # no ptrace, no /proc/<pid>/fd or mem for processes below
@@ -342,7 +346,7 @@ def supervise(channel_fd: int, status_fd: int, parent: int, confinement_json: st
             f"memory {confinement.cgroup_bytes / 2**30:.0f} GiB"
             + (f", {cgroup.max_tasks} tasks" if cgroup.max_tasks else "") + f" ({'v2' if cgroup.v2 else 'v1'})"
         ) if cgroup else confine.MemoryCgroup.absent
-        threading.Thread(target=_dispatch, args=(stdin_write, worker_channel, channel_fd, dispatched),
+        threading.Thread(target=_dispatch, args=(stdin_write, worker_channel, channel_fd, dispatched, unused),
                          daemon=True).start()
     else:
         os.close(channel_fd)
@@ -364,7 +368,7 @@ def supervise(channel_fd: int, status_fd: int, parent: int, confinement_json: st
         os.write(status_fd, (json.dumps(report) + "\n").encode())
     except OSError:
         pass  # the env is gone
-    if stop == ORPHANED or os.getppid() != parent:
+    if stop == ORPHANED or os.getppid() != parent or unused.is_set():
         _remove_worker_directory()
     return 0
 
