@@ -44,7 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from d2k_env.evaluator import Evaluator  # noqa: E402
+from d2k_env.evaluator import Evaluator, forkserver  # noqa: E402
 from d2k_env.task import load_task, task_ids  # noqa: E402
 
 
@@ -78,7 +78,7 @@ def measure(task_id: str, mode: str, backend: str, calls: int, gap: float) -> li
             assert result.correct, result.error
             samples.append({"task": task_id, "mode": mode, "seconds": round(seconds, 3), "load1": load})
             if "pool" in spares:  # a fork server that died is replaced, and its workers start by exec
-                samples[-1]["fork_servers_alive"] = sum(s.alive() for s in spares["pool"]._servers.values())
+                samples[-1]["fork_servers_alive"] = sum(s.alive() for s in forkserver._servers.values())
             print(json.dumps(samples[-1]), flush=True)
         return samples
     finally:

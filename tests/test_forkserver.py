@@ -1,17 +1,23 @@
 """The fork server: a worker forked from it must be the worker exec would have started (same verdict,
-same layers, no descriptor more), and the server must never outlive its pool or its thread, and be
-replaced when it dies."""
+same layers, no descriptor more); one server serves every pool of its process, never outlives the
+process nor dies with a thread that merely ended, and is replaced when it dies."""
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import textwrap
 import threading
 from pathlib import Path
 
+import pytest
+
 import d2k_env.evaluator as ev_module
 from conftest import process_gone, wait_until
 from d2k_env.evaluator import Evaluator, PhaseLimits
-from d2k_env.evaluator import reaper
+from d2k_env.evaluator import forkserver, reaper
+from d2k_env import tempdirs
 from d2k_env.evaluator.pool import WorkerPool
 from d2k_env.task import load_task
 
@@ -51,9 +57,9 @@ def _verdict(result) -> tuple:
     return result.error, [(w.name, w.correct, w.message) for w in result.workloads]
 
 
-def _server(ev: Evaluator):
-    server = ev.pool._servers.get(threading.current_thread())
-    assert server is not None, "the pool started no fork server for this thread"
+def _server():
+    server = forkserver._servers.get((True, None))
+    assert server is not None, "no fork server was started for the interpreter"
     return server
 
 
@@ -69,7 +75,7 @@ def test_a_forked_worker_gives_the_verdict_layers_and_descriptors_an_execd_one_g
             assert _verdict(a) == _verdict(b), (a, b)
             assert a.correct == (path == forked.task.reference_path)
             assert a.sandbox == b.sandbox, (a.sandbox, b.sandbox)
-        assert forked.pool._servers and not execd.pool._servers
+        assert _server().alive() and all(w.server is None for w in execd.pool.idle().values())
         monkeypatch.setattr(ev_module, "check_solution", lambda source, allowed: [])
         (tmp_path / "solution.py").write_text(DESCRIPTORS)
         a, b = forked.evaluate(tmp_path / "solution.py"), execd.evaluate(tmp_path / "solution.py")
@@ -82,14 +88,17 @@ def test_a_forked_worker_gives_the_verdict_layers_and_descriptors_an_execd_one_g
         _close(execd)
 
 
-def test_the_fork_server_ends_with_its_pool_and_leaves_nothing_behind():
-    ev = _evaluator(fork=True)
-    assert ev.evaluate(ev.task.reference_path).correct
-    server = _server(ev)
-    pid, directory = server._proc.pid, server.directory
-    assert not reaper.descendants(pid), "a supervisor outlived its evaluation"
-    _close(ev)
-    assert _gone(pid) and not directory.exists()
+def test_every_pool_of_the_process_shares_one_fork_server_which_outlives_them():
+    first, second = _evaluator(fork=True), _evaluator(fork=True)
+    try:
+        assert first.evaluate(first.task.reference_path).correct
+        server = _server()
+        _close(first)
+        assert server.alive() and not reaper.descendants(server._proc.pid), "a supervisor outlived its pool"
+        assert second.evaluate(second.task.reference_path).correct
+        assert _server() is server
+    finally:
+        _close(second)
 
 
 def test_a_killed_fork_server_takes_its_supervisors_down_and_is_replaced():
@@ -97,58 +106,74 @@ def test_a_killed_fork_server_takes_its_supervisors_down_and_is_replaced():
                    pool=WorkerPool(interpret=True, spares=True, fork=True))
     try:
         assert ev.evaluate(ev.task.reference_path).correct
-        old = _server(ev)
+        old = _server()
         spares = dict(ev.pool.idle())
         tree = [p for s in spares.values() for p in (s._proc.pid, *reaper.descendants(s._proc.pid))]
         os.kill(old._proc.pid, signal.SIGKILL)
         assert all(_gone(p) for p in tree), "a supervisor or worker outlived its fork server"
         result = ev.evaluate(ev.task.reference_path)
         assert result.correct, (result.error, result.output)
-        assert _server(ev) is not old and _server(ev).alive()
+        assert _server() is not old and _server().alive()
         assert not old.directory.exists()
         assert not any(s.directory.exists() for s in spares.values())
     finally:
         _close(ev)
 
 
-def test_the_fork_server_dies_with_the_thread_that_started_it():
-    pool = WorkerPool(interpret=True, spares=False, fork=True)
+def test_the_fork_server_outlives_the_thread_whose_evaluation_started_it():
+    """PR_SET_PDEATHSIG fires when the starting *thread* ends: the servers' own thread starts them."""
+    pool = WorkerPool(interpret=True, spares=True, fork=True)
     ev = Evaluator(load_task(RMSNORM), "interpreter", limits=PhaseLimits(default=120), pool=pool)
     try:
-        results, servers = [], []
-        def evaluate():
-            results.append(ev.evaluate(ev.task.reference_path))
-            servers.append(_server(ev))
-        thread = threading.Thread(target=evaluate)
+        results = []
+        thread = threading.Thread(target=lambda: results.append(ev.evaluate(ev.task.reference_path)))
         thread.start()
         thread.join()
         assert results[0].correct, results[0].error
-        assert _gone(servers[0]._proc.pid), "the fork server outlived its thread"
-        # This thread gets a server of its own, and its evaluation the same verdict.
+        server, spares = _server(), dict(pool.idle())
+        assert server.thread.name == "d2k-fork-servers" and server.thread.is_alive()
+        # The thread's spares live on (they die with the server, not the thread), and serve this one.
+        assert spares and all(s.alive() for s in spares.values())
         assert ev.evaluate(ev.task.reference_path).correct
-        assert _server(ev) is not servers[0] and list(pool._servers) == [threading.current_thread()]
-        assert not servers[0].directory.exists()
+        assert _server() is server and server.alive()
+        assert not set(pool.idle().values()) & set(spares.values()), "the spares were not used"
     finally:
         _close(ev)
 
 
-def test_each_thread_gets_a_fork_server_of_its_own_and_close_ends_them_all():
-    pool = WorkerPool(interpret=True, spares=False, fork=True)
-    try:
-        mine, seen, done = pool._fork_server(), [], threading.Event()
-        def other():
-            seen.append(pool._fork_server())
-            done.wait(60)  # alive until checked: a server dies with its thread
-        thread = threading.Thread(target=other)
-        thread.start()
-        assert wait_until(lambda: seen)
-        assert seen[0] is not mine and pool._fork_server() is mine and len(pool._servers) == 2
-    finally:
-        pool.close()
-        done.set()
-        thread.join()
-    assert _gone(mine._proc.pid) and _gone(seen[0]._proc.pid)
+PROCESS_WITH_A_SERVER = textwrap.dedent("""
+    import json, signal, sys, time
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup: every child inherits it
+    from d2k_env.evaluator import Evaluator, PhaseLimits, forkserver
+    from d2k_env.task import load_task
 
+    ev = Evaluator(load_task("fused_add_rmsnorm"), "interpreter", limits=PhaseLimits(default=120), spares=False)
+    assert ev.evaluate(ev.task.reference_path).correct
+    server = forkserver._servers[(True, None)]
+    print(json.dumps([server._proc.pid, str(server.directory)]), flush=True)
+    if sys.argv[1] == "wait":
+        time.sleep(600)
+""")
+
+
+@pytest.mark.parametrize("end", ["exit", "killed"])
+def test_the_fork_server_ends_with_its_process(end):
+    """Ended normally, the process removes the server's directory; SIGKILLed, the server still dies
+    (its parent-death signal, though the process ran as under ``nohup``), and the next process's
+    sweep removes the directory."""
+    env = {**os.environ, "PYTHONPATH": str(Path(ev_module.__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-c", PROCESS_WITH_A_SERVER, "wait" if end == "killed" else "exit"],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        pid, directory = json.loads(proc.stdout.readline())
+        if end == "killed":
+            proc.kill()
+    finally:
+        proc.wait(timeout=120)
+    assert _gone(pid), "the fork server outlived its process"
+    if end == "killed":
+        tempdirs.sweep()
+    assert not os.path.exists(directory)
 
 
 def test_a_spare_told_no_request_will_come_removes_its_directory_though_its_server_lives_on():
@@ -158,7 +183,7 @@ def test_a_spare_told_no_request_will_come_removes_its_directory_though_its_serv
                    pool=WorkerPool(interpret=True, spares=True, fork=True))
     try:
         assert ev.evaluate(ev.task.reference_path).correct
-        server = _server(ev)
+        server = _server()
         spare = next(iter(ev.pool.idle().values()))
         assert wait_until(lambda: reaper.descendants(spare._proc.pid)), "the spare started no worker"
         spare._proc.stdin.close()  # what the env's death does to it

@@ -128,8 +128,11 @@ def test_a_spare_killed_while_idle_is_replaced_and_blames_nothing(warm, monkeypa
     assert result.correct, (result.error, result.output)
 
 
-def test_spares_die_with_the_thread_that_started_them_and_are_then_replaced():
-    ev = Evaluator(load_task(RMSNORM), "interpreter", limits=PhaseLimits(default=120), spares=True)
+def test_execd_spares_die_with_the_thread_that_started_them_and_are_then_replaced():
+    """Forked spares die with the process's fork server instead (see test_forkserver)."""
+    from d2k_env.evaluator.pool import WorkerPool
+    ev = Evaluator(load_task(RMSNORM), "interpreter", limits=PhaseLimits(default=120),
+                   pool=WorkerPool(interpret=True, spares=True, fork=False))
     try:
         results = []
         thread = threading.Thread(target=lambda: results.append(ev.evaluate(ev.task.reference_path)))
@@ -143,6 +146,7 @@ def test_spares_die_with_the_thread_that_started_them_and_are_then_replaced():
         assert all(s.alive() for s in ev.pool.idle().values()) and not set(ev.pool.idle().values()) & set(spares.values())
     finally:
         ev.close()
+        ev.pool.close()
 
 
 @pytest.mark.parametrize("how", ["close", "collected"])
@@ -212,15 +216,15 @@ def test_spares_say_when_they_are_warm_and_the_mark_never_reaches_the_output():
         ev.close()
 
 
-def test_spares_die_with_their_thread_under_nohup():
+def test_execd_spares_die_with_their_thread_under_nohup():
     """Run under ``nohup`` (SIGHUP ignored, which every child inherits), the parent-death signal
     SIGHUP would be discarded and an orphaned spare would live on: the supervisor restores SIGHUP's
-    default action before it starts."""
+    default action before it starts. (The fork server's case: test_forkserver.)"""
     from d2k_env.evaluator.pool import WorkerPool
     pools = []  # kept: the pools' own clean-up must not be what ends the spares
 
     def start_and_leave():
-        pool = WorkerPool(interpret=True)
+        pool = WorkerPool(interpret=True, fork=False)
         pool.replenish()
         pools.append(pool)
 

@@ -1,30 +1,34 @@
-"""The fork server: one warm Python per worker pool, from which its workers' supervisors are forked.
+"""The fork server: one warm Python per process and backend, from which workers' supervisors are forked.
 
 A worker started by exec pays its own Python's start: importing torch and Triton and patching the
 interpreter, 3.3 s of CPU per process on a 2-core machine, which was 95% of an evaluation's work on
-the CPU interpreter (two workers per evaluation). The fork server pays it once: started by a
-:class:`~d2k_env.evaluator.pool.WorkerPool` (``python -m d2k_env.evaluator.forkserver FD``), it
-imports and prepares what every worker of its backend needs (:func:`worker.prepare`: nothing of a
-device, a task or a solution), then waits on a socket. For each worker the env sends the worker's
-confinement, environment and directory, with four descriptors (the supervisor's stdin and stdout,
-the channel and the status pipe); the server forks, and the child becomes that worker's supervisor
-exactly as :mod:`~d2k_env.evaluator.reaper` describes (limits, network namespace, subreaper,
-cgroup, stop signals, the nonce), except that the worker it forks confines itself and then runs
-:func:`worker.serve` in place of exec: a copy of a Python in which no solution ever ran. Each worker
-still serves one evaluation and exits.
+the CPU interpreter (two workers per evaluation). The fork server pays it once per process: started
+by :func:`shared` (``python -m d2k_env.evaluator.forkserver FD``) when a
+:class:`~d2k_env.evaluator.pool.WorkerPool` first asks, it imports and prepares what every worker of
+its backend needs (:func:`worker.prepare`: nothing of a device, a task or a solution), then waits on
+a socket. For each worker the env sends the worker's confinement, environment and directory, with
+four descriptors (the supervisor's stdin and stdout, the channel and the status pipe); the server
+forks, and the child becomes that worker's supervisor exactly as :mod:`~d2k_env.evaluator.reaper`
+describes (limits, network namespace, subreaper, cgroup, stop signals, the nonce), except that the
+worker it forks confines itself and then runs :func:`worker.serve` in place of exec: a copy of a
+Python in which no solution ever ran. Each worker still serves one evaluation and exits. Every pool,
+env and lane of the process shares the server of its backend and GPU, so a process pays the imports
+once, not once per env.
 
-Lifetimes: the server dies with the env's thread that started it (``PR_SET_PDEATHSIG``, as a
-supervisor started by exec does) and exits when its socket closes (the pool closed, or the env's
-process ended); each supervisor it forked dies with it (``PR_SET_PDEATHSIG`` again), taking its
-worker down and removing its directory. The server is not dumpable, so that a worker of the same
-user on a machine without Landlock cannot write its memory through ``/proc`` (seccomp already
-refuses ``ptrace``). The env learns a supervisor's end from the server, which reaps it.
+Lifetimes: the server dies with the env's process. ``PR_SET_PDEATHSIG`` fires when the *thread*
+that started a child ends, so the servers are started by one thread that lives as long as the
+process (:func:`shared`); a server also exits when its socket closes (the process ended). Each
+supervisor it forked dies with it (``PR_SET_PDEATHSIG`` again), taking its worker down and removing
+its directory. A killed server is replaced at the next request. The server is not dumpable, so that
+a worker of the same user on a machine without Landlock cannot write its memory through ``/proc``
+(seccomp already refuses ``ptrace``). The env learns a supervisor's end from the server, which reaps it.
 """
-
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import queue
 import select
 import shutil
 import signal
@@ -72,9 +76,10 @@ class ForkedSupervisor:
 
 
 class ForkServer:
-    """A started fork server for workers of one backend (``interpret``) and GPU (``gpu``), owned by
-    the thread that started it (:attr:`thread`): a supervisor dies with the server, the server with
-    that thread. :meth:`spawn` forks a supervisor; :meth:`close` ends the server."""
+    """A started fork server for workers of one backend (``interpret``) and GPU (``gpu``), which dies
+    with the thread that started it (:attr:`thread`; :func:`shared` starts each from a thread that
+    lives as long as the process); a supervisor dies with the server. :meth:`spawn` forks a
+    supervisor, from any thread; :meth:`close` ends the server."""
 
     def __init__(self, interpret: bool, gpu: str | None):
         from d2k_env.evaluator.sandbox import child_environment, prepare_server
@@ -145,7 +150,9 @@ class ForkServer:
             if message is None:
                 raise ForkServerDied(self._why())
             if "forked" in message:
-                return int(message["forked"])
+                pid = int(message["forked"])
+                self._ended.pop(pid, None)  # an earlier supervisor's, whose pid this one reuses
+                return pid
             if "error" in message:
                 raise ForkServerDied(f"it could not fork: {message['error']}")
 
@@ -170,7 +177,7 @@ class ForkServer:
             while not self._dead and select.select([self._sock], [], [], 0)[0]:
                 self._receive()
             if pid in self._ended:
-                return self._ended[pid]
+                return self._ended.pop(pid)  # the handle keeps it: a long-lived server's record stays small
             if self._dead or self._proc.poll() is not None:
                 self._dead = True
                 return -signal.SIGHUP
@@ -195,6 +202,76 @@ class ForkServer:
             self._proc.kill()
             self._proc.wait()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+# -- one server per process and backend ------------------------------------------------------------
+
+_servers: dict[tuple[bool, str | None], ForkServer] = {}
+_servers_lock = threading.Lock()
+_starts: "queue.SimpleQueue | None" = None  # requests to the starting thread
+_owner = os.getpid()  # the process these belong to
+
+
+def shared(interpret: bool, gpu: str | None) -> ForkServer:
+    """This process's fork server for ``interpret`` and ``gpu``, started now when there is none (or
+    it died: killed, or its start failed), by the process's starting thread. Raises
+    :class:`ForkServerDied` when it cannot start."""
+    key = (interpret, gpu)
+    if os.getpid() != _owner:
+        _forget_after_fork()
+    with _servers_lock:
+        server = _servers.get(key)
+        if server is not None and server.alive():
+            return server
+        if server is not None:
+            server.close()
+        reply: queue.SimpleQueue = queue.SimpleQueue()
+        _starting_thread().put((key, reply))
+        server = reply.get()
+        if isinstance(server, BaseException):
+            raise ForkServerDied(f"the fork server could not start: {server!r}") from server
+        _servers[key] = server
+        return server
+
+
+def _starting_thread() -> "queue.SimpleQueue":
+    """The queue of the thread that starts this process's servers: a daemon that waits on it for
+    as long as the process lives, so that no server dies with a thread that merely ended."""
+    global _starts
+    if _starts is None:
+        _starts = queue.SimpleQueue()
+        threading.Thread(target=_start_servers, args=(_starts,), name="d2k-fork-servers", daemon=True).start()
+    return _starts
+
+
+def _start_servers(requests: "queue.SimpleQueue") -> None:
+    while True:
+        (interpret, gpu), reply = requests.get()
+        try:
+            reply.put(ForkServer(interpret, gpu))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
+            reply.put(exc)
+
+
+def close_all() -> None:
+    """End every fork server of this process (their supervisors die with them). The next request
+    starts a new one. (In a forked child, the parent's are left alone.)"""
+    if os.getpid() != _owner:
+        _forget_after_fork()
+    with _servers_lock:
+        while _servers:
+            _servers.popitem()[1].close()
+
+
+def _forget_after_fork() -> None:
+    """In a child forked from the process (``multiprocessing``, say): none of the parent's servers
+    is its own (their socket is shared, their starting thread did not come along, and the lock may
+    have been held by a thread that did not either)."""
+    global _servers, _servers_lock, _starts, _owner
+    _servers, _servers_lock, _starts, _owner = {}, threading.Lock(), None, os.getpid()
+
+
+atexit.register(close_all)
 
 
 # -- the server's side ------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Warm workers: one spare per role, kept for the evaluations of one thread on one backend and GPU.
+"""Warm workers: one spare per role, kept for the evaluations on one backend and GPU.
 
 A worker (:class:`~d2k_env.evaluator.sandbox.Worker`) depends on nothing but its role, its backend
 and its GPU: the task's snapshot, the outputs and the Triton cache are put in its own directories
@@ -14,6 +14,7 @@ import weakref
 import time
 
 from d2k_env.evaluator.confine import landlock_abi
+from d2k_env.evaluator import forkserver
 from d2k_env.evaluator.forkserver import ForkServer, ForkServerDied
 from d2k_env.evaluator.memcheck import MemcheckTool
 from d2k_env.evaluator.sandbox import Worker
@@ -40,15 +41,15 @@ class WorkerPool:
     of a memory-checked run). :meth:`wait_warm` waits until every spare is warm: nothing is timed on
     a GPU while a spare beside it still starts up.
 
-    With ``fork=True`` workers are forked from a fork server (:mod:`~d2k_env.evaluator.forkserver`),
-    one per thread that asks the pool for workers, started at its first request: a copy of a Python
-    that imported torch and Triton once, so a worker costs milliseconds of CPU instead of seconds.
-    A worker under the memory checker is started by exec.
+    With ``fork=True`` workers are forked from the process's fork server for this backend and GPU
+    (:func:`~d2k_env.evaluator.forkserver.shared`, which every pool of the process shares): a copy of
+    a Python that imported torch and Triton once, so a worker costs milliseconds of CPU instead of
+    seconds. A worker under the memory checker is started by exec.
 
-    A supervisor dies with the thread that started it or, forked, with its thread's fork server,
-    which dies with that thread (``PR_SET_PDEATHSIG``); so a spare is handed only to an evaluation on
-    that thread; from any other thread :meth:`take` starts a fresh worker. :meth:`close` ends the
-    spares and the fork servers; they never outlive the pool, their thread or the process.
+    A forked supervisor dies with the fork server, which dies with the process; one started by exec
+    dies with the thread that started it (``PR_SET_PDEATHSIG``), so such a spare is handed only to an
+    evaluation on that thread; from any other thread :meth:`take` starts a fresh worker.
+    :meth:`close` ends the spares; they never outlive the pool or the process.
     """
 
     def __init__(self, interpret: bool, gpu: str | None = None, spares: bool = True, fork: bool = True):
@@ -56,9 +57,8 @@ class WorkerPool:
         self.spares = spares and landlock_abi() >= 6
         self.memcheck: MemcheckTool | None = None
         self._idle: dict[str, Worker] = {}
-        self._servers: dict[threading.Thread, ForkServer] = {}
-        # Spares and server taken down when the pool is collected or the process exits without close().
-        self._close_idle = weakref.finalize(self, _close_all, self._idle, self._servers)
+        # Spares taken down when the pool is collected or the process exits without close().
+        self._close_idle = weakref.finalize(self, _close_all, self._idle)
 
     def keep_memcheck(self, tool: MemcheckTool) -> None:
         """Keep a spare under ``tool`` too (the GPU memory checker), from the next :meth:`replenish`."""
@@ -79,18 +79,14 @@ class WorkerPool:
         return Worker.start(kind, self.interpret, self.gpu)
 
     def _fork_server(self) -> ForkServer | None:
-        """The calling thread's fork server, started now when it has none (or a dead one: killed, or
-        its thread ended, which ends it); None without ``fork``."""
+        """The process's fork server for this pool's backend and GPU (started now when there is none,
+        or a dead one); None without ``fork`` or when it cannot start."""
         if not self.fork:
             return None
-        for thread, server in list(self._servers.items()):
-            if not server.alive() or not thread.is_alive():
-                del self._servers[thread]
-                server.close()
-        me = threading.current_thread()
-        if me not in self._servers:
-            self._servers[me] = ForkServer(self.interpret, self.gpu)
-        return self._servers[me]
+        try:
+            return forkserver.shared(self.interpret, self.gpu)
+        except ForkServerDied:
+            return None
 
     def take(self, kind: str) -> tuple[Worker, bool]:
         """A worker of ``kind`` (a role, or :data:`MEMCHECK`) for one evaluation, and whether it is a
@@ -122,24 +118,22 @@ class WorkerPool:
 
     @staticmethod
     def _usable(spare: Worker) -> bool:
-        """Alive (not killed while idle, its starting thread not gone), and started by the calling
-        thread: a spare dies with the thread that started it, even mid-evaluation, so another
-        thread's spare could die under an evaluation it was handed."""
-        return spare.thread is threading.current_thread() and spare.alive()
+        """Alive (not killed while idle, its starting thread not gone) and, started by exec, started
+        by the calling thread: such a spare dies with the thread that started it, even
+        mid-evaluation, so another thread's spare could die under an evaluation it was handed."""
+        return (spare.server is not None or spare.thread is threading.current_thread()) and spare.alive()
 
     def idle(self) -> dict[str, Worker]:
         """The spares waiting now, by role (a copy)."""
         return dict(self._idle)
 
     def close(self) -> None:
-        """Take down and remove the spares and end the fork server; none starts after this. Safe to
-        call more than once."""
+        """Take down and remove the spares; none starts after this (the fork server is the process's,
+        and stays). Safe to call more than once."""
         self.spares = self.fork = False
         self._close_idle()
 
 
-def _close_all(workers: dict[str, Worker], servers: dict[threading.Thread, ForkServer]) -> None:
+def _close_all(workers: dict[str, Worker]) -> None:
     while workers:
         workers.popitem()[1].close()
-    while servers:
-        servers.popitem()[1].close()

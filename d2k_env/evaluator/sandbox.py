@@ -171,7 +171,7 @@ def prepare_supervisor(loopback: bool) -> None:
 
 def prepare_server() -> None:
     """In the fork server before exec: SIGHUP (which ends it, and every supervisor it forked) when
-    the env's thread that started it dies."""
+    the env's thread that started it dies (one that lives as long as the process)."""
     # Under nohup SIGHUP is ignored, and an ignored signal survives exec: the parent-death signal
     # would be discarded. (libc's own call: Python's signal.signal works in the main thread only.)
     _SIGNAL(reaper.ORPHANED, _SIG_DFL)
@@ -337,8 +337,8 @@ class Worker:
     a task or a solution is in its reach until :meth:`run` hands it one. :meth:`run` writes the
     request, follows the channel (each phase's time limit counts from the dispatch) and takes the
     whole process tree down; :meth:`close` takes it down if it never ran and removes the directory.
-    The supervisor dies with the thread that started it (``PR_SET_PDEATHSIG``), taking the worker
-    with it, and it exits by itself when the worker dies before its request came: :meth:`alive` is
+    The supervisor dies with the thread that started it (``PR_SET_PDEATHSIG``) or, forked, with the
+    fork server, taking the worker with it, and it exits by itself when the worker dies before its request came: :meth:`alive` is
     then False. Nothing of a worker depends on the task or on whose cache it serves: any evaluator
     of its backend, role and GPU can take it.
     """
@@ -353,7 +353,7 @@ class Worker:
         self._channel_fd = self._status_fd = -1
         self._output: OutputTail | None = None
         self._ran = False
-        self.thread = threading.current_thread()  # the thread whose exit ends it (PR_SET_PDEATHSIG)
+        self.thread = threading.current_thread()  # started by exec, the thread whose exit ends it (PR_SET_PDEATHSIG)
 
     @classmethod
     def start(cls, role: str, interpret: bool, gpu: str | None = None, memcheck: MemcheckTool | None = None,
