@@ -57,7 +57,7 @@ def cmd_eval(args) -> int:
     task = load_task(args.task)
     path = Path(args.file).resolve()
     if not path.is_file():
-        console.print(f"[red]no such file: {args.file}[/red]")
+        _error(f"no such file: {args.file}")
         return 2
     # One evaluation for every workload (one solution worker, one check worker), its workers
     # started at once, both roles warming up side by side.
@@ -145,7 +145,7 @@ def cmd_run(args) -> int:
     try:
         return _run(args)
     except (PolicyError, RunDirectoryError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        _error(exc)
         return 2
     except ImportError as exc:
         return _missing_extra(exc)
@@ -156,9 +156,13 @@ def cmd_run(args) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _error(message) -> None:
+    """One error line: never read as markup, never broken inside a path (the terminal wraps it)."""
+    console.print(f"[red]error:[/red] {escape(str(message))}", soft_wrap=True)
+
+
 def _missing_extra(exc: ImportError) -> int:
-    console.print(f"[red]error:[/red] {escape(str(exc))}: install the agents extra, "
-                  f"pip install \"d2k-env\\[agents]\"")
+    _error(f'{exc}: install the agents extra, pip install "d2k-env[agents]"')
     return 2
 
 
@@ -345,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         # Bad arguments, missing files, an extra not installed, a server that cannot be reached:
         # one line, not a traceback. Anything else is a bug in d2k and keeps its traceback.
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        console.print(f"[red]error:[/red] {message}")
+        _error(message)
         return 2
 
 

@@ -48,9 +48,12 @@ def test_unknown_task_is_a_clear_error(capsys):
 
 
 def test_a_missing_solution_file_is_a_clear_error(capsys, tmp_path):
-    assert main(["eval", "fused_add_rmsnorm", str(tmp_path / "absent.py"), "--backend", "interpreter"]) == 2
+    """The path comes back whole, on one line (a long one is not broken where the console ends, a
+    bracket is not taken for markup), to be copied."""
+    missing = tmp_path / ("a-long-directory-name-" * 4) / "[v2] absent.py"
+    assert main(["eval", "fused_add_rmsnorm", str(missing), "--backend", "interpreter"]) == 2
     out = capsys.readouterr().out
-    assert "no such file" in out and "absent.py" in out and "Traceback" not in out
+    assert "no such file" in out and f"{missing}\n" in out and "Traceback" not in out
 
 
 def test_an_unreadable_run_directory_is_a_clear_error(capsys, tmp_path):
