@@ -47,3 +47,12 @@ def call(tool, **args):
 @pytest.fixture
 def rmsnorm_task():
     return load_task("fused_add_rmsnorm")
+
+
+@pytest.fixture(scope="session")
+def interpreted():
+    """Scripts under Triton's CPU interpreter, each in a fresh forked process (tests/interpreted.py)."""
+    from interpreted import InterpretedScripts
+    scripts = InterpretedScripts()
+    yield scripts
+    scripts.close()

@@ -1,17 +1,14 @@
 """bf16/fp8 under Triton's CPU interpreter with d2k_env.evaluator.interpreter_patch applied.
 
-Each check runs as a script in a fresh interpreter with TRITON_INTERPRET=1: Triton reads that
-variable when a kernel is decorated, and the patch changes the interpreter for the whole process,
-so neither may leak into the other test modules of this pytest process.
+Each check runs as a script in a fresh process with TRITON_INTERPRET=1 (forked from a warm one, see
+tests/interpreted.py): Triton reads that variable when a kernel is decorated, and the patch changes
+the interpreter for the whole process, so neither may leak into the other test modules of this
+pytest process.
 """
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import pytest
 
 PRELUDE = """\
 import torch
@@ -40,18 +37,18 @@ def assert_bitwise(out, ref):
 """
 
 
-def run_interpreted(tmp_path, body):
-    script = tmp_path / "check.py"  # a file, not `-c`: @triton.jit needs the kernel's source
-    script.write_text(PRELUDE + textwrap.dedent(body))
-    env = {**os.environ, "TRITON_INTERPRET": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+@pytest.fixture
+def run_interpreted(tmp_path, interpreted):
+    def run(body):
+        script = tmp_path / "check.py"  # a file, not `-c`: @triton.jit needs the kernel's source
+        script.write_text(PRELUDE + textwrap.dedent(body))
+        proc = interpreted.run(script, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return run
 
 
-def test_fp32_to_bf16_store_rounds_to_nearest_even(tmp_path):
-    run_interpreted(tmp_path, """
+def test_fp32_to_bf16_store_rounds_to_nearest_even(run_interpreted):
+    run_interpreted("""
         @triton.jit
         def store_bf16(x_ptr, y_ptr, BLOCK: tl.constexpr):
             offs = tl.arange(0, BLOCK)
@@ -72,8 +69,8 @@ def test_fp32_to_bf16_store_rounds_to_nearest_even(tmp_path):
     """)
 
 
-def test_bf16_elementwise_ops_compute_in_fp32_then_round(tmp_path):
-    run_interpreted(tmp_path, """
+def test_bf16_elementwise_ops_compute_in_fp32_then_round(run_interpreted):
+    run_interpreted("""
         @triton.jit
         def ops(x_ptr, y_ptr, add_ptr, sub_ptr, mul_ptr, fma_ptr, const_ptr, exp_ptr, lt_ptr, ge_ptr,
                 BLOCK: tl.constexpr):
@@ -110,8 +107,8 @@ def test_bf16_elementwise_ops_compute_in_fp32_then_round(tmp_path):
     """)
 
 
-def test_fp32_to_fp8_rounds_and_saturates(tmp_path):
-    run_interpreted(tmp_path, """
+def test_fp32_to_fp8_rounds_and_saturates(run_interpreted):
+    run_interpreted("""
         @triton.jit
         def to_fp8(x_ptr, e4_ptr, e5_ptr, e4_fnuz_ptr, BLOCK: tl.constexpr):
             offs = tl.arange(0, BLOCK)
@@ -143,8 +140,8 @@ def test_fp32_to_fp8_rounds_and_saturates(tmp_path):
     """)
 
 
-def test_bf16_fp8_casts(tmp_path):
-    run_interpreted(tmp_path, """
+def test_bf16_fp8_casts(run_interpreted):
+    run_interpreted("""
         @triton.jit
         def casts(x_ptr, e4_ptr, back_ptr, e5_ptr, BLOCK: tl.constexpr):
             offs = tl.arange(0, BLOCK)
@@ -167,8 +164,8 @@ def test_bf16_fp8_casts(tmp_path):
     """)
 
 
-def test_int_bf16_casts(tmp_path):
-    run_interpreted(tmp_path, """
+def test_int_bf16_casts(run_interpreted):
+    run_interpreted("""
         @triton.jit
         def casts(i_ptr, bf_ptr, back_ptr, BLOCK: tl.constexpr):
             offs = tl.arange(0, BLOCK)
@@ -187,8 +184,8 @@ def test_int_bf16_casts(tmp_path):
     """)
 
 
-def test_bf16_reductions(tmp_path):
-    run_interpreted(tmp_path, """
+def test_bf16_reductions(run_interpreted):
+    run_interpreted("""
         @triton.jit
         def reduce(x_ptr, max_ptr, min_ptr, sum_ptr, R: tl.constexpr, C: tl.constexpr):
             rows = tl.arange(0, R)
@@ -210,8 +207,8 @@ def test_bf16_reductions(tmp_path):
     """)
 
 
-def test_bf16_dot_accumulates_in_fp32(tmp_path):
-    run_interpreted(tmp_path, """
+def test_bf16_dot_accumulates_in_fp32(run_interpreted):
+    run_interpreted("""
         @triton.jit
         def matmul(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, BK: tl.constexpr):
             rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, BK)
@@ -235,8 +232,8 @@ def test_bf16_dot_accumulates_in_fp32(tmp_path):
 # GPU-valid kernel idioms the stock interpreter cannot run (issue 11, item 4). Each check loads and
 # runs the kernel under the patched interpreter directly: the static policy is not involved.
 
-def test_autotune_with_several_configs_runs_the_first_config(tmp_path):
-    run_interpreted(tmp_path, """
+def test_autotune_with_several_configs_runs_the_first_config(run_interpreted):
+    run_interpreted("""
         def drop_big(configs, named_args, **kwargs):
             return [c for c in configs if c.kwargs["BLOCK"] < 256]
 
@@ -282,8 +279,8 @@ def test_autotune_with_several_configs_runs_the_first_config(tmp_path):
     """)
 
 
-def test_bool_and_scalar_kernel_arguments_used_in_if(tmp_path):
-    run_interpreted(tmp_path, """
+def test_bool_and_scalar_kernel_arguments_used_in_if(run_interpreted):
+    run_interpreted("""
         @triton.jit
         def scale(x_ptr, y_ptr, n, factor, DOUBLE, negate, BLOCK: tl.constexpr):
             offs = tl.arange(0, BLOCK)
@@ -312,8 +309,8 @@ def test_bool_and_scalar_kernel_arguments_used_in_if(tmp_path):
     """)
 
 
-def test_libdevice_functions_imported_by_name(tmp_path):
-    run_interpreted(tmp_path, """
+def test_libdevice_functions_imported_by_name(run_interpreted):
+    run_interpreted("""
         from triton.language.extra import libdevice
         from triton.language.extra.libdevice import exp, fast_expf, fma, isnan, log1p, pow, rsqrt, tanh
         from triton.language.extra.cuda import libdevice as cuda_libdevice
@@ -360,8 +357,8 @@ def test_libdevice_functions_imported_by_name(tmp_path):
     """)
 
 
-def test_cuda_device_context_and_properties_on_cpu_tensors(tmp_path):
-    run_interpreted(tmp_path, """
+def test_cuda_device_context_and_properties_on_cpu_tensors(run_interpreted):
+    run_interpreted("""
         @triton.jit
         def copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
             offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -387,8 +384,8 @@ def test_cuda_device_context_and_properties_on_cpu_tensors(tmp_path):
     """)
 
 
-def test_loop_induction_variables_are_tensors_as_on_the_gpu(tmp_path):
-    run_interpreted(tmp_path, """
+def test_loop_induction_variables_are_tensors_as_on_the_gpu(run_interpreted):
+    run_interpreted("""
         @triton.jit
         def rows_loop(x_ptr, y_ptr, M, N: tl.constexpr):
             # A persistent loop: the row index widened to int64 before it scales an offset, as

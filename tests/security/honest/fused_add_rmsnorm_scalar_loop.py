@@ -2,11 +2,12 @@
 Backend: interpreter
 Expect: paid
 Mode: test
-Workloads: all
+Workloads: 5x200
 Round: redteam (honest, slow)
 
 Honest but slow: one program per row, walking the row one element at a time (scalar loads, a scalar
-fp32 accumulator), twice. Must PASS every workload (no false positive).
+fp32 accumulator), twice. Must PASS (no false positive) on a ragged workload: a scalar loop has
+no mask, so the other smoke shapes would only repeat it, at 20 s of interpreter time.
 """
 
 import torch
