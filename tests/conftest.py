@@ -11,7 +11,14 @@ TASK_IDS = task_ids()
 HAS_GPU = torch.cuda.is_available()
 
 
+# Run first, longest first, so that under pytest-xdist (``--dist loadfile``: a module's tests stay in
+# one worker) the long modules never start last while the other worker idles.
+LONG_MODULES = ("test_security.py", "test_task_authoring.py", "test_experiment.py", "test_ray_service.py")
+
+
 def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONG_MODULES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_MODULES)))  # stable: order within kept
     if HAS_GPU:
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
