@@ -13,7 +13,9 @@ HAS_GPU = torch.cuda.is_available()
 
 # Run first, longest first, so that under pytest-xdist (``--dist loadfile``: a module's tests stay in
 # one worker) the long modules never start last while the other worker idles.
-LONG_MODULES = ("test_security.py", "test_task_authoring.py", "test_experiment.py", "test_ray_service.py")
+LONG_MODULES = ("test_security.py", "test_task_authoring.py", "test_every_task.py", "test_experiment.py",
+                "test_forkserver.py", "test_service.py", "test_ray_service.py", "test_warm_workers.py",
+                "test_evaluator.py", "test_fuzz.py", "test_sandbox.py")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -63,3 +65,24 @@ def interpreted():
     scripts = InterpretedScripts()
     yield scripts
     scripts.close()
+
+
+def installed(*modules: str) -> bool:
+    """Whether every module can be imported (found, not imported: collecting stays cheap)."""
+    import importlib.util
+    return all(importlib.util.find_spec(m) is not None for m in modules)
+
+
+class Lazy:
+    """A module imported on its first attribute, for the heavy optional extras (OpenEnv imports
+    gradio: 6 s): importing a test module, which every pytest-xdist worker does to collect, costs
+    nothing for the worker that does not run it."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attribute: str):
+        if attribute.startswith("__"):  # a collector's introspection (pytest plugins look): no import
+            raise AttributeError(attribute)
+        import importlib
+        return getattr(importlib.import_module(self._name), attribute)

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("openenv.core")
-uvicorn = pytest.importorskip("uvicorn")
-httpx = pytest.importorskip("httpx")
-websockets = pytest.importorskip("websockets")
+from conftest import Lazy, installed
 
-from d2k_env.integrations.openenv import KernelAction, KernelEnvClient, make_app  # noqa: E402
+pytestmark = pytest.mark.skipif(not installed("openenv.core", "uvicorn", "httpx", "websockets"),
+                                reason="needs the openenv extra")
+uvicorn, httpx, websockets = Lazy("uvicorn"), Lazy("httpx"), Lazy("websockets")
+adapter = Lazy("d2k_env.integrations.openenv")
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = "fused_add_rmsnorm"
@@ -26,7 +26,7 @@ SESSIONS = 8
 @pytest.fixture(scope="module")
 def server():
     """The app on a free loopback port, in a thread; yields its base URL."""
-    app = make_app(TASK, max_concurrent_envs=SESSIONS, backend="interpreter", service_options={"jobs": 1})
+    app = adapter.make_app(TASK, max_concurrent_envs=SESSIONS, backend="interpreter", service_options={"jobs": 1})
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     config = uvicorn.Config(app, log_level="warning", ws_max_size=64 * 2**20)
@@ -44,16 +44,16 @@ def server():
     sock.close()
 
 
-def call(tool: str, **args) -> KernelAction:
-    return KernelAction(tool=tool, args=args)
+def call(tool: str, **args):
+    return adapter.KernelAction(tool=tool, args=args)
 
 
-async def opened(url: str, **kwargs) -> KernelEnvClient:
+async def opened(url: str, **kwargs):
     """A client whose session the server has accepted. A slot is freed when the server notices a
     closed connection, a moment after the client closes, so a refusal is retried for 30 s."""
     deadline = time.monotonic() + 30
     while True:
-        client = KernelEnvClient(base_url=url, **kwargs)
+        client = adapter.KernelEnvClient(base_url=url, **kwargs)
         try:
             await client.connect()
             await client.state()  # answered by the session, or the refusal arrives here

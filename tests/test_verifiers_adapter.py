@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-vf = pytest.importorskip("verifiers.v1")
-if shutil.which("uv") is None:
-    pytest.skip("verifiers' chat harness needs uv", allow_module_level=True)
+from conftest import Lazy, installed
+from mock_openai import MockChatServer
 
-from d2k_env.integrations.verifiers import TASKSET_ID, load_environment  # noqa: E402
-from mock_openai import MockChatServer  # noqa: E402
+pytestmark = [pytest.mark.skipif(not installed("verifiers.v1"), reason="needs the verifiers extra"),
+              pytest.mark.skipif(shutil.which("uv") is None, reason="verifiers' chat harness needs uv")]
+vf, adapter = Lazy("verifiers.v1"), Lazy("d2k_env.integrations.verifiers")
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = "fused_add_rmsnorm"
@@ -43,8 +43,8 @@ def play(env, url: str, tasks: int = 1) -> list:
 
 
 def test_the_taskset_covers_tasks_guidance_and_seeds():
-    env = load_environment(tasks=[TASK], guidance=["none", "L1"], seeds=[0, 1], backend="interpreter")
-    assert env.config.taskset.id == TASKSET_ID
+    env = adapter.load_environment(tasks=[TASK], guidance=["none", "L1"], seeds=[0, 1], backend="interpreter")
+    assert env.config.taskset.id == adapter.TASKSET_ID
     assert [t.data.name for t in env.taskset] == [f"{TASK}/{g}/{s}" for g in ("none", "L1") for s in (0, 1)]
 
 
@@ -53,7 +53,7 @@ def test_a_scripted_model_submits_the_reference_and_the_rubric_reads_reward_1(mo
     actions = [{"tool": "read_file", "args": {"path": "baseline.py"}},
                {"tool": "write_file", "args": {"path": "solution.py", "content": REFERENCE}},
                {"tool": "submit", "args": {}}]
-    env = load_environment(tasks=[TASK], guidance=["L1"], seeds=[3], backend="interpreter")
+    env = adapter.load_environment(tasks=[TASK], guidance=["L1"], seeds=[3], backend="interpreter")
     with MockChatServer(scripted(actions)) as server:
         (episode,) = play(env, server.url)
     assert episode.ok, episode.errors
@@ -70,7 +70,7 @@ def test_a_scripted_model_submits_the_reference_and_the_rubric_reads_reward_1(mo
 
 def test_a_model_that_never_submits_scores_0_within_the_step_budget(monkeypatch):
     monkeypatch.setenv("D2K_MOCK_KEY", "test-key")
-    env = load_environment(tasks=[TASK], guidance=["none"], backend="interpreter", max_steps=2)
+    env = adapter.load_environment(tasks=[TASK], guidance=["none"], backend="interpreter", max_steps=2)
     with MockChatServer(scripted([{"tool": "list_files", "args": {}}] * 2)) as server:
         (episode,) = play(env, server.url)
     (trace,) = episode.traces
