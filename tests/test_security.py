@@ -81,9 +81,9 @@ class Outcome:
 
 
 class Lab:
-    """Evaluators per (task, backend, limits), one worker pool per backend that they share (each
-    thread running evaluations gets its own fork server there) and a thread pool running
-    evaluations ahead of the tests."""
+    """Evaluators per (task, backend, limits), one worker pool per backend that they share (its
+    workers forked from the process's fork server) and a thread pool running evaluations ahead of
+    the tests."""
 
     def __init__(self, workers: int):
         self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="security")

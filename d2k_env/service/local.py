@@ -1,7 +1,7 @@
 """The local evaluation service: lanes over this machine's GPUs (or, on the interpreter, its CPUs).
 
-A lane is a thread bound to one GPU with a pool of warm workers of its own (a worker's supervisor
-dies with the thread that started it, so a lane's spares live as long as the lane). Jobs wait in one
+A lane is a thread bound to one GPU with a pool of warm workers of its own (forked from the
+process's fork server; a spare lives until its lane closes its pool). Jobs wait in one
 queue, first come first served, under one rule per GPU: a timed job (``benchmark``, ``submit`` and
 ``profile`` on the GPU) starts only when nothing else of this service runs on its GPU, and while a
 timed job waits, no correctness-only job starts on a busy GPU ahead of it; correctness-only jobs
