@@ -39,6 +39,17 @@ def wait_until(condition, timeout: float = 30) -> bool:
     return bool(condition())
 
 
+def evaluated_on_a_thread_that_ended(ev):
+    """The reference evaluated by ``ev`` on a thread that has ended when this returns (what a
+    supervisor's or fork server's parent-death signal follows)."""
+    import threading
+    results = []
+    thread = threading.Thread(target=lambda: results.append(ev.evaluate(ev.task.reference_path)))
+    thread.start()
+    thread.join()
+    return results[0]
+
+
 def process_gone(pid: int) -> bool:
     """Whether process ``pid`` has exited (a zombie not yet reaped counts as gone)."""
     try:

@@ -8,13 +8,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
 
 import d2k_env.evaluator as ev_module
-from conftest import process_gone, wait_until
+from conftest import evaluated_on_a_thread_that_ended, process_gone, wait_until
 from d2k_env.evaluator import Evaluator, PhaseLimits
 from d2k_env.evaluator import forkserver, reaper
 from d2k_env import tempdirs
@@ -125,11 +124,8 @@ def test_the_fork_server_outlives_the_thread_whose_evaluation_started_it():
     pool = WorkerPool(interpret=True, spares=True, fork=True)
     ev = Evaluator(load_task(RMSNORM), "interpreter", limits=PhaseLimits(default=120), pool=pool)
     try:
-        results = []
-        thread = threading.Thread(target=lambda: results.append(ev.evaluate(ev.task.reference_path)))
-        thread.start()
-        thread.join()
-        assert results[0].correct, results[0].error
+        first = evaluated_on_a_thread_that_ended(ev)
+        assert first.correct, first.error
         server, spares = _server(), dict(pool.idle())
         assert server.thread.name == "d2k-fork-servers" and server.thread.is_alive()
         # The thread's spares live on (they die with the server, not the thread), and serve this one.

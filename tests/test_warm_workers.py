@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import d2k_env.evaluator as ev_module
-from conftest import process_gone, wait_until
+from conftest import evaluated_on_a_thread_that_ended, process_gone, wait_until
 from d2k_env.evaluator import Evaluator, PhaseLimits
 from d2k_env.evaluator import reaper
 from d2k_env.evaluator.confine import landlock_abi
@@ -134,11 +134,8 @@ def test_execd_spares_die_with_the_thread_that_started_them_and_are_then_replace
     ev = Evaluator(load_task(RMSNORM), "interpreter", limits=PhaseLimits(default=120),
                    pool=WorkerPool(interpret=True, spares=True, fork=False))
     try:
-        results = []
-        thread = threading.Thread(target=lambda: results.append(ev.evaluate(ev.task.reference_path)))
-        thread.start()
-        thread.join()
-        assert results[0].correct, results[0].error
+        first = evaluated_on_a_thread_that_ended(ev)
+        assert first.correct, first.error
         spares = dict(ev.pool.idle())
         assert wait_until(lambda: not any(s.alive() for s in spares.values())), "a spare outlived its thread"
         result = ev.evaluate(ev.task.reference_path)
