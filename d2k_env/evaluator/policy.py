@@ -99,6 +99,7 @@ import torch
 import triton.language as _tl
 import triton.runtime.interpreter as _interpreter
 
+from d2k_env.evaluator.rules import Violation
 from d2k_env.evaluator.source_text import text_problems, tokenizer_lines
 from d2k_env.evaluator.triton_compat import (GPU_BINOPS, GPU_COMPARES, KERNEL_OBJECT_API, TRITON_METHODS,
                                              gpu_unsupported_nodes)
@@ -254,16 +255,6 @@ CONSTANT_BUILTINS = frozenset({"float", "int", "bool", "abs", "min", "max", "rou
 INTERPRETER_GLOBALS = {k: v for k, v in vars(_interpreter).items() if not k.startswith("__")}
 # Names that may never be rebound, whether imported or not.
 MODULE_NAMES = frozenset({"tl", "triton", "torch", "math"})
-
-
-@dataclass(frozen=True)
-class Violation:
-    rule: str
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"line {self.line}: [{self.rule}] {self.message}"
 
 
 def _dotted(node: ast.AST) -> str | None:

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 
-from d2k_env.evaluator.policy import Violation
+from d2k_env.evaluator.rules import Violation
 
 TIME_LIMIT_S = 10.0
 START_LIMIT_S = 120.0  # the first answer waits for the child's imports too

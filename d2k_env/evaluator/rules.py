@@ -19,6 +19,17 @@ SOURCE = "source"  # the static policy (policy.py) refuses it in solution.py, be
 RUN = "run"  # the worker's guards, the checker or the sandbox refuse it while the solution runs
 LIMIT = "limit"  # a bound on what the policy analyses (size, time): its refused example says it in a comment
 
+
+@dataclass(frozen=True)
+class Violation:
+    """One break of ``rule`` at ``line`` of solution.py, in the words of ``message``."""
+    rule: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: [{self.rule}] {self.message}"
+
 # Prepended to the examples of every rule: a complete, honest solution minus its forward.
 SCAFFOLD = '''import torch
 import triton
