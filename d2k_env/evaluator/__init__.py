@@ -14,11 +14,12 @@ import stat
 import shutil
 import time
 import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from d2k_env import tempdirs
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult, derive_seed, inputs_key
-from d2k_env.evaluator.memcheck import ABSENT, MEMCHECK_EXIT, find_memcheck, first_report, never_attached
+from d2k_env.evaluator.memcheck import ABSENT, MEMCHECK_EXIT, MemcheckTool, find_memcheck, first_report, never_attached
 from d2k_env.evaluator.policy_service import check_solution
 from d2k_env.evaluator.rules import advice
 from d2k_env.evaluator.cache_copy import harvest_cache, seed_cache
@@ -127,6 +128,10 @@ class Evaluator:
         if self.can_time and mode in ("benchmark", "submit", "profile"):
             self.pool.wait_warm()  # nothing beside a timed run: a spare still starting up would be
         result, solution = self._run(req)
+        # A submission whose published shapes pass runs its held-out shapes once more under the GPU
+        # memory checker, beside the check process (neither is timed): the solution run's own
+        # verdicts start it, the check's decide whether its finding counts.
+        memchecking = self._start_memcheck(req) if self._memcheck_due(req, result) else None
         try:
             if result.error is None and mode != "profile" and any(w.correct for w in result.workloads):
                 passed = {w.name for w in result.workloads if w.correct}
@@ -137,12 +142,12 @@ class Evaluator:
                 result = merge_check(result, check)
         finally:
             solution.close()
+            memchecked = memchecking.result() if isinstance(memchecking, Future) else memchecking
         # Once the published shapes pass: a stray store may also have made a held-out shape wrong,
         # and the checker's verdict names the cause.
+        if memchecked is not None and self._memcheck_due(req, result):
+            result = self._memcheck_verdict(req, result, memchecked)
         held = {w["name"] for w in heldout}
-        if mode == "submit" and self.can_time and heldout and result.error is None and \
-                all(w.correct for w in result.workloads if w.name not in held):
-            result = self._memcheck(req, result)
         for w in result.workloads:
             w.heldout = w.name in held
         if result.ceilings and self.ceilings is None:
@@ -156,12 +161,13 @@ class Evaluator:
         req, outcome, worker = self._take_and_run(req.role, req, outputs)
         return self._result(req, outcome), worker
 
-    def _take_and_run(self, kind: str, req: EvalRequest, outputs: Path | None = None
-                      ) -> tuple[EvalRequest, WorkerOutcome, Worker]:
+    def _take_and_run(self, kind: str, req: EvalRequest, outputs: Path | None = None,
+                      taken: tuple[Worker, bool] | None = None) -> tuple[EvalRequest, WorkerOutcome, Worker]:
         """Run ``req`` (its ``root`` and ``outputs_dir`` become the worker's) on a worker of ``kind``
-        from the pool; the check role gets the files in ``outputs`` (the solution worker's) moved
-        into its outputs directory first. Returns the request as run, its outcome and the worker."""
-        worker, spare = self.pool.take(kind)
+        from the pool (or on ``taken``, the pool's answer already had); the check role gets the files
+        in ``outputs`` (the solution worker's) moved into its outputs directory first. Returns the
+        request as run, its outcome and the worker."""
+        worker, spare = taken or self.pool.take(kind)
         try:
             req, outcome = self._dispatch(worker, req, outputs)
             if spare and not outcome.began:
@@ -208,20 +214,44 @@ class Evaluator:
         result.queue = {}  # the service's to say, never the worker's
         return result
 
-    def _memcheck(self, req: EvalRequest, result: EvalResult) -> EvalResult:
-        """The held-out shapes once more, under the GPU memory checker: an invalid access (named on the
-        held-out shape it broke, over any wrong values there), or a run that does not end cleanly
-        under it (the solution could have killed it), scores 0."""
+    def _memcheck_due(self, req: EvalRequest, result: EvalResult) -> bool:
+        """Whether ``result`` (the solution run's, or the checked one) calls for the memory-checked run:
+        a GPU submission with held-out shapes, no error, and every published shape correct."""
+        held = {w["name"] for w in req.heldout}
+        return req.mode == "submit" and self.can_time and bool(req.heldout) and result.error is None and \
+            all(w.correct for w in result.workloads if w.name not in held)
+
+    def _start_memcheck(self, req: EvalRequest) -> "Future | str":
+        """The held-out shapes once more, under the GPU memory checker, started on a thread of its own:
+        a future of the run (see :meth:`_run_memcheck`), or the sandbox note saying why none runs."""
         tool = find_memcheck() if self.memcheck else None
         if tool is None:
-            result.sandbox["memcheck"] = ABSENT if self.memcheck else "off: Evaluator(memcheck=False)"
-            return result
-        started = time.monotonic()
+            return ABSENT if self.memcheck else "off: Evaluator(memcheck=False)"
         self.pool.keep_memcheck(tool)
         checked = dataclasses.replace(req, mode="test", workloads=[], memcheck=True, nonce=secrets.token_hex(16))
-        checked, outcome, worker = self._take_and_run(MEMCHECK, checked)
+        # Taken on this thread: a spare started by exec serves only the thread that started it.
+        taken = self.pool.take(MEMCHECK)
+        executor = ThreadPoolExecutor(1, thread_name_prefix="d2k-memcheck")
+        try:
+            return executor.submit(self._run_memcheck, tool, checked, taken)
+        finally:
+            executor.shutdown(wait=False)  # its thread ends with the run
+
+    def _run_memcheck(self, tool: MemcheckTool, checked: EvalRequest, taken: tuple[Worker, bool]) -> tuple:
+        started = time.monotonic()
+        checked, outcome, worker = self._take_and_run(MEMCHECK, checked, taken=taken)
         worker.close()
         run = self._read_result(checked, outcome.result) if outcome.result is not None else None
+        return tool, checked, outcome, run, time.monotonic() - started
+
+    def _memcheck_verdict(self, req: EvalRequest, result: EvalResult, memchecked: "tuple | str") -> EvalResult:
+        """The memory-checked run's verdict on ``result``: an invalid access (named on the held-out shape
+        it broke, over any wrong values there), or a run that does not end cleanly under it (the
+        solution could have killed it), scores 0. A note alone where no checker ran."""
+        if isinstance(memchecked, str):
+            result.sandbox["memcheck"] = memchecked
+            return result
+        tool, checked, outcome, run, seconds = memchecked
         layers = _layers(outcome, run)
         # The tool's own exit (a positive status: a signal would mean it was killed) with its own words.
         if outcome.returncode not in (None, 0, MEMCHECK_EXIT) and outcome.returncode > 0 and \
@@ -230,8 +260,7 @@ class Evaluator:
                                           f"inside the sandbox; the held-out shapes ran without a GPU memory checker")
             return result
         result.sandbox["memcheck"] = (f"compute-sanitizer {tool.version} memcheck on the held-out shapes, "
-                                      f"{time.monotonic() - started:.1f} s, under " +
-                                      "; ".join(f"{k}: {v}" for k, v in layers.items()))
+                                      f"{seconds:.1f} s, under " + "; ".join(f"{k}: {v}" for k, v in layers.items()))
         if problem := memcheck_problem(checked, outcome, run):
             failed = [w.name for w in (run.workloads if run else []) if not w.correct]
             held = [w for w in result.workloads if w.name in {h["name"] for h in req.heldout}]

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import stat
+import threading
 from pathlib import Path
 
 # The most one evaluation may add to an evaluator's cache (a task's kernels compile to a few MB).
@@ -24,13 +25,18 @@ HARVEST_LIMIT_BYTES = 256 * 2**20
 # Triton's index of a compiled kernel's files: JSON naming each file by its absolute path, so a
 # copy points at the copy's own directory (else every worker finds the entry broken and compiles).
 GROUP_PREFIX = "__grp__"
+PARTIAL_SUFFIX = ".partial"  # an entry being harvested, renamed into place once whole
+# One harvest at a time in a process: two workers of one evaluation (the check, and the memory-checked
+# run beside it) may bring back the same entry, and only one copy may become it.
+_HARVESTING = threading.Lock()
 
 
 def seed_cache(cache: Path, worker_cache: Path) -> None:
     """Copy every entry of ``cache`` into ``worker_cache`` (an empty directory)."""
     if cache.is_dir():
         for entry in os.scandir(cache):
-            _copy(Path(entry.path), worker_cache / entry.name, None)
+            if not entry.name.endswith(PARTIAL_SUFFIX):  # half-copied: its whole version is not there yet
+                _copy(Path(entry.path), worker_cache / entry.name, None)
 
 
 def harvest_cache(worker_cache: Path, cache: Path) -> int:
@@ -38,14 +44,19 @@ def harvest_cache(worker_cache: Path, cache: Path) -> int:
     its directories and regular files, while the total stays within ``HARVEST_LIMIT_BYTES`` (an
     entry that would pass it is left out whole). Returns the bytes copied."""
     cache.mkdir(parents=True, exist_ok=True)
+    with _HARVESTING:
+        return _harvest(worker_cache, cache)
+
+
+def _harvest(worker_cache: Path, cache: Path) -> int:
     budget = [HARVEST_LIMIT_BYTES]
     copied = 0
     for entry in sorted(os.scandir(worker_cache), key=lambda e: e.name):
         target = cache / entry.name
-        if os.path.lexists(target):
+        if os.path.lexists(target) or entry.name.endswith(PARTIAL_SUFFIX):
             continue
         before = budget[0]
-        partial = cache / f".{entry.name}.partial"
+        partial = cache / f".{entry.name}{PARTIAL_SUFFIX}"
         shutil.rmtree(partial, ignore_errors=True)
         if _copy(Path(entry.path), partial, budget, target):
             if os.path.lexists(partial):  # nothing was made of a link or a special file
