@@ -21,6 +21,7 @@ from pathlib import Path
 
 from d2k_env import tempdirs
 from d2k_env.evaluator import Evaluator, EvalResult, resolve_backend
+from d2k_env.evaluator.memcheck import find_memcheck
 from d2k_env.evaluator.pool import WorkerPool
 from d2k_env.service.gpus import GpuLease, lock_directory, visible_gpus
 from d2k_env.service.job import EvalJob
@@ -62,8 +63,9 @@ class LocalService:
     lanes: two let a correctness-only job run beside another (a timed job always runs alone). On
     the interpreter there are ``jobs`` lanes (default: one per CPU). ``spares`` keeps warm workers
     in each lane, started as the lane starts (so the first job finds them warming, both roles at
-    once). ``lease_dir`` is where the cross-process GPU leases live (default: one directory
-    per user under the temporary directory).
+    once), and on the GPU a third, a solution worker under the GPU memory checker where the machine
+    has one, so that a submission's memory-checked run starts warm. ``lease_dir`` is where the
+    cross-process GPU leases live (default: one directory per user under the temporary directory).
 
     Each result's ``queue`` says where and how long its job waited: ``lane``, ``gpu``, ``position``
     (jobs ahead of it when it came), ``waited_s`` (until its lane started it, leases included), and
@@ -198,6 +200,8 @@ class LocalService:
     # -- A lane ----------------------------------------------------------------------------------
     def _serve(self, lane: _Lane) -> None:
         pool = lane.pool = WorkerPool(interpret=self.backend == "interpreter", gpu=lane.gpu, spares=self.spares)
+        if lane.gpu is not None and self.spares and (tool := find_memcheck()):
+            pool.keep_memcheck(tool)  # warm for the first submission, not only for those after it
         try:
             pool.replenish()
             while (pending := self._next(lane)) is not None:
