@@ -19,7 +19,7 @@ medians with min and max; ``--json PATH`` also writes every sample.
 What a user of the env waits for, per task: ``reset``, and the steps ``run_tests``, ``benchmark``
 (every workload) and ``submit`` of the reference, each after ``--gap`` idle seconds, through the
 env's own evaluation service (after one untimed ``run_tests``); then ``d2k eval TASK REFERENCE``
-as a whole command, ``--calls`` times.
+as a whole command, with its default mode and with ``--mode submit``, ``--calls`` times.
 
     python benchmarks/evaluation_latency.py --one-shot [--calls 5]
 
@@ -118,9 +118,11 @@ def env_latency(task_id: str, backend: str, calls: int, gap: float) -> list[dict
     finally:
         env.close()
     for _ in range(calls):
-        command = [sys.executable, "-m", "d2k_env.cli", "eval", task_id, str(task.reference_path), "--backend", backend]
-        done = timed("d2k eval", lambda: subprocess.run(command, capture_output=True, text=True, cwd=ROOT))
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        for what, extra in (("d2k eval", []), ("d2k eval --mode submit", ["--mode", "submit"])):
+            command = [sys.executable, "-m", "d2k_env.cli", "eval", task_id, str(task.reference_path),
+                       "--backend", backend, *extra]
+            done = timed(what, lambda: subprocess.run(command, capture_output=True, text=True, cwd=ROOT))
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return samples
 
 
@@ -169,7 +171,7 @@ def main() -> None:
         return
     if args.env:
         samples = [s for task in tasks for s in env_latency(task, args.backend, args.calls, args.gap)]
-        modes = ["reset", "run_tests", "benchmark", "submit", "d2k eval"]
+        modes = ["reset", "run_tests", "benchmark", "submit", "d2k eval", "d2k eval --mode submit"]
     else:
         samples = [s for task in tasks for mode in args.modes
                    for s in measure(task, mode, args.backend, args.calls, args.gap)]

@@ -50,27 +50,44 @@ def cmd_show(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from d2k_env.evaluator import Evaluator
-    from d2k_env.task import load_task
+    from d2k_env.evaluator import Evaluator, resolve_backend
+    from d2k_env.evaluator.memcheck import find_memcheck
+    from d2k_env.evaluator.pool import WorkerPool
+    from d2k_env.task import load_task, task_ids
     from d2k_env.verdict import format_result
 
-    task = load_task(args.task)
+    if args.task not in task_ids():
+        load_task(args.task)  # its clear error for an unknown task
     path = Path(args.file).resolve()
     if not path.is_file():
         _error(f"no such file: {args.file}")
         return 2
-    # One evaluation for every workload (one solution worker, one check worker), its workers
-    # started at once, both roles warming up side by side.
-    evaluator = Evaluator(task, args.backend, spares=True)
-    evaluator.pool.replenish()
-    mode = args.mode or ("benchmark" if evaluator.can_time else "test")
-    names = args.workloads or [w.name for w in evaluator.workloads]
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        progress.add_task(f"{task.id} on {evaluator.backend}: {mode} of {len(names)} workload(s)", total=None)
-        merged = evaluator.evaluate(path, mode, names, seed=args.seed)
-    evaluator.close()
-    print(format_result(merged, f"{task.id}: {path.name} ({mode}, {evaluator.backend} backend)"))
+    backend = resolve_backend(args.backend)
+    mode = args.mode or ("benchmark" if backend == "cuda" else "test")
+    # One evaluation for every workload. Its two workers start first, by exec and side by side, while
+    # this process loads the task (torch's import): a one-shot command gains nothing from a fork
+    # server, which would import torch before forking them. A submission's memory-checked run starts
+    # its worker now too.
+    pool = WorkerPool(interpret=backend == "interpreter", spares=True, fork=False)
+    try:
+        pool.replenish()
+        if mode == "submit" and backend == "cuda" and (tool := find_memcheck()):
+            pool.keep_memcheck(tool)
+            pool.replenish()
+        task = load_task(args.task)
+        evaluator = Evaluator(task, backend, pool=pool)
+        pool.spares = False  # the one evaluation: no spare is started to replace one it takes
+        try:
+            names = args.workloads or [w.name for w in evaluator.workloads]
+            columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+            with Progress(*columns, console=console, transient=True) as progress:
+                progress.add_task(f"{task.id} on {backend}: {mode} of {len(names)} workload(s)", total=None)
+                merged = evaluator.evaluate(path, mode, names, seed=args.seed)
+        finally:
+            evaluator.close()
+    finally:
+        pool.close()
+    print(format_result(merged, f"{task.id}: {path.name} ({mode}, {backend} backend)"))
     if merged.timed:
         print(f"device: {merged.device_name}; torch {merged.versions.get('torch')}, triton "
               f"{merged.versions.get('triton')}; ceilings: {merged.ceilings}")
