@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the committed GPU results record, in one device call: the references against eager
 # and torch.compile (bench_references.py), the GPU test suite (the same tables as `d2k eval`), and
-# the security cases on the cuda backend (6 at a time: they assert verdicts, not
+# the security cases on the cuda backend (6 evaluations at a time: they assert verdicts, not
 # speed). Run from the project root:  benchmarks/run_gpu_suite.sh OUT_DIR
 # PARTS picks some of "bench tests exploits service latency throughput" (default the first three)
 # when one call cannot hold them: service runs the GPU tests of the evaluation service and memory
@@ -22,9 +22,10 @@ if [[ $parts == *" tests "* ]]; then
   grep -E "(PASSED|FAILED|ERROR)$" "$out/test_gpu.log" | tail -16; tail -1 "$out/test_gpu.log"
 fi
 if [[ $parts == *" exploits "* ]]; then
-  # -v names each test as it finishes, so a run the time limit cuts still says what failed
-  timeout "${EXPLOITS_S:-200}" python3 -m pytest -m gpu tests/test_security.py \
-      -n 6 -v -rA -p no:cacheprovider > "$out/exploits_gpu.log" 2>&1
+  # -v names each test as it finishes, so a run the time limit cuts still says what failed. The cases
+  # are one module's, which pytest-xdist keeps in one process: they run on the driver's threads.
+  D2K_SECURITY_WORKERS=${SECURITY_WORKERS:-6} timeout "${EXPLOITS_S:-200}" python3 -m pytest -m gpu \
+      tests/test_security.py -v -rA -p no:cacheprovider > "$out/exploits_gpu.log" 2>&1
   grep -E " (FAILED|ERROR|XPASS|XFAIL) " "$out/exploits_gpu.log" | tail -12; tail -1 "$out/exploits_gpu.log"
 fi
 if [[ $parts == *" service "* ]]; then

@@ -7,6 +7,7 @@ import pytest
 import d2k_env
 from conftest import TASK_IDS, call
 from d2k_env.evaluator import Evaluator
+from d2k_env.evaluator.worker import ROOFLINE_SLACK
 from d2k_env.task import load_task, project_root
 from d2k_env.verdict import format_result
 
@@ -32,8 +33,9 @@ def test_reference_is_correct_and_faster_than_eager(reference_result):
         assert w.correct, (w.name, w.message)
         assert w.speedup > 1.0, (w.name, w.speedup)
         # The floor comes from ceilings measured in the same process (best of 20 copies/reads), so an
-        # honest kernel can land a few percent past it; never far past.
-        assert 0 < w.roofline_fraction <= 1.05, (w.name, w.roofline_fraction)
+        # honest kernel can land a few percent past it (RMSNorm's 16384x4096 reached 1.056 on the H200
+        # on 2026-12-02), never as far as the slack past which the evaluator refuses a timing.
+        assert 0 < w.roofline_fraction < 1 / (1 - ROOFLINE_SLACK), (w.name, w.roofline_fraction)
 
 
 def test_large_workloads_are_near_the_copy_roofline(reference_result):
