@@ -155,6 +155,27 @@ class RunDirectory:
             raise ValueError(f"{self.path} was started with {meta.get('settings')}; this run asks for "
                              f"{self.settings.compared()}. Episodes compared in one directory must share them: "
                              "use another run directory")
+        self._check_reward_version()
+
+    def _check_reward_version(self) -> None:
+        """Refuse to add episodes beside finished ones scored under another reward version: a resumed
+        run would mix scores that cannot be compared (and skip the old episodes as done)."""
+        older: dict[Any, list[str]] = {}
+        for path in sorted(episodes_dir(self.path).glob("*.jsonl")):
+            try:
+                trajectory = read_trajectory(path)
+            except TrajectoryError:
+                continue  # said, with what to do, when its episode's turn comes
+            version = trajectory.header.get("reward_version")
+            if version != REWARD_VERSION and trajectory.summary.get("status") == "finished":
+                older.setdefault(version, []).append(path.name)
+        if older:
+            found = "; ".join(f"{len(names)} under reward version {'(none recorded)' if v is None else v} "
+                              f"(e.g. {names[0]})" for v, names in older.items())
+            raise ValueError(f"{self.path} holds finished episodes scored by another version of the reward: "
+                             f"{found}. This d2k-env scores under reward version {REWARD_VERSION}, and scores of "
+                             "two versions are not comparable. Use another run directory, or move those "
+                             "episode files out of episodes/ to play them again here")
 
     def read_meta(self) -> dict[str, Any]:
         path = self.path / RUN_FILE

@@ -251,3 +251,20 @@ def test_reward_version_is_in_every_info_and_every_trajectory(tmp_path):
     run_experiment(tmp_path, keys, browsing, SETTINGS, progress="quiet")
     [t] = load_run(tmp_path)
     assert t.header["reward_version"] == REWARD_VERSION
+
+
+def test_a_run_scored_under_another_reward_version_is_not_resumed(tmp_path):
+    from d2k_env.reward import REWARD_VERSION
+
+    keys = plan("browse", ["fused_add_rmsnorm"], ["none"], [0, 1])
+    run_experiment(tmp_path, keys, browsing, SETTINGS, progress="quiet")
+    path = episodes_dir(tmp_path) / keys[0].filename
+    header, *rest = path.read_text().splitlines(keepends=True)
+    path.write_text(json.dumps({**json.loads(header), "reward_version": REWARD_VERSION - 1}) + "\n" + "".join(rest))
+    before = {p.name: p.read_bytes() for p in episodes_dir(tmp_path).iterdir()}
+    with pytest.raises(ValueError, match=f"1 under reward version {REWARD_VERSION - 1} .*{keys[0].filename}"):
+        run_experiment(tmp_path, keys, lambda k: pytest.fail("an episode ran beside older scores"), SETTINGS)
+    assert {p.name: p.read_bytes() for p in episodes_dir(tmp_path).iterdir()} == before  # nothing touched
+    path.rename(tmp_path / path.name)  # moved out, as the message says: it is played again
+    again = run_experiment(tmp_path, keys, browsing, SETTINGS, progress="quiet")
+    assert again.skipped == 1 and again.finished == [keys[0]]
