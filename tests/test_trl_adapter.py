@@ -143,3 +143,27 @@ def test_grpo_trains_two_steps_through_the_adapter(tmp_path, monkeypatch):
         assert [a["tool"] for a in state.actions] == ["list_files"]
     rewards = [row["rewards/KernelToolEnv/mean"] for row in trainer.state.log_history if "rewards/KernelToolEnv/mean" in row]
     assert rewards == [0.0, 0.0]  # no rollout submitted
+
+
+def test_the_example_script_trains_two_steps_on_the_cpu(tmp_path):
+    """examples/trl_grpo.py as a user runs it, with the programmed model saved as a local checkpoint."""
+    pytest.importorskip("trl")
+    import subprocess
+    import sys
+
+    dataset = build_dataset(tasks=[TASK], guidance=["none"], seeds=[0])
+    with KernelToolEnv(backend="interpreter") as probe:
+        corpus = probe.reset(task=TASK, guidance="none", seed=0)
+    tokenizer = tiny_tokenizer(corpus + dataset[0]["prompt"][0]["content"])
+    scripted_model(tokenizer).save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "trl_grpo.py"), "--model", str(tmp_path / "model"),
+                           "--tasks", TASK, "--guidance", "none", "--backend", "interpreter", "--cpu",
+                           "--max-steps", "2", "--num-generations", "2", "--max-env-steps", "1",
+                           "--max-completion-length", "128", "--output-dir", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    printed = done.stdout + done.stderr
+    assert printed.count("{'loss': ") == 2 and "'train_runtime'" in printed  # a log line per step, then the end
+    assert (out / "config.json").exists() and (out / "model.safetensors").exists()  # the trained model saved
