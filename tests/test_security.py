@@ -17,7 +17,8 @@ reference still passes on the Evaluator the exploits ran on, and the project's t
 Speed: one Evaluator per (task, backend, limits), shared by every case, and one worker pool per
 backend; each evaluation is two fresh sandboxed processes (forked from a warm Python, see
 d2k_env.evaluator.forkserver), so the selected ones run on a small thread pool (D2K_SECURITY_WORKERS,
-default 2), started in test order when the module starts; each test waits for its own.
+default 2), started when the module starts (the hangs first, then in test order); each test waits
+for its own.
 Policy-refused evaluations start no process. Every evaluation has a fixed seed (``Seed:``, default 1).
 """
 
@@ -155,6 +156,7 @@ class Lab:
 class Job:
     key: str
     fn: Callable[[Lab], Any] = field(compare=False, hash=False, repr=False)
+    first: bool = field(default=False, compare=False)  # a hang: started before the rest (see ``lab``)
 
 
 def _materialise(lab: Lab, key: str, source: str, behind: bool) -> tuple[Path, Path, Path]:
@@ -197,7 +199,7 @@ def run_job(exploit: Exploit, task_id: str, backend: str, behind: bool, *, mode:
                                                    seed=seed)
         return outcome
 
-    return Job(key, fn)
+    return Job(key, fn, first=limits == "hang")
 
 
 def _alive_pids(pid_dir: Path) -> list[int]:
@@ -232,9 +234,10 @@ def _kill(pid: int) -> None:
         pass
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", autouse=True)  # autouse: started before the module's first test
 def lab(request):
-    """Starts every selected evaluation of this module on the pool, in test order."""
+    """Starts every selected evaluation of this module on the pool: the hangs first (each waits out its
+    limit, and one left for the end would be the module's last seconds), then the rest in test order."""
     real_check = d2k_env.evaluator.check_solution
 
     def policy(source, *args, **kwargs):
@@ -243,12 +246,15 @@ def lab(request):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(d2k_env.evaluator, "check_solution", policy)
         lab = Lab(WORKERS)
+        jobs = []
         for item in request.session.items:
             if item.module is not request.module or item.get_closest_marker("skip") or not hasattr(item, "callspec"):
                 continue
             case = item.callspec.params.get("case")
             if isinstance(case, Case) and case.job is not None:
-                lab.submit(case.job)
+                jobs.append(case.job)
+        for job in sorted(jobs, key=lambda j: not j.first):  # stable: test order otherwise
+            lab.submit(job)
         yield lab
         lab.close()
 
@@ -503,7 +509,7 @@ def _episode(task_id: str, steps: list, **make) -> list:
 
 def _env_job(name: str, steps: Callable[[Exploit, str], list], **make) -> Callable[[Exploit, str], Job]:
     def job(e: Exploit, t: str) -> Job:
-        return Job(f"{name}:{case_id(e, t)}", lambda lab: _episode(t, steps(e, t), **make))
+        return Job(f"{name}:{case_id(e, t)}", lambda lab: _episode(t, steps(e, t), **make), first=e.limits == "hang")
     return job
 
 
