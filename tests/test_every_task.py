@@ -16,6 +16,7 @@ they run beside each other and beside the tests that evaluate nothing; each test
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -23,6 +24,7 @@ import torch
 from gymnasium.utils.env_checker import check_env
 
 import d2k_env
+from conftest import serialised_ast_parse
 from d2k_env.evaluator import Evaluator
 from d2k_env.evaluator.checking import as_tuple
 from d2k_env.prompt import build_prompt, describe_inputs
@@ -48,38 +50,37 @@ def wrong_solution(task_id: str, kind: str):
 @pytest.fixture(scope="module", autouse=True)  # autouse: set up before the module's first test
 def evaluations(request, tmp_path_factory):
     """The evaluations of the selected tests, by (task, REFERENCE or a wrong solution's kind), started
-    on two threads in test order; one Evaluator per task (its evaluations share its Triton cache)."""
-    evaluators: dict[str, Evaluator] = {}
+    on two threads in test order (the solution files written first, on this thread); one Evaluator
+    per task (its evaluations share its Triton cache)."""
     directory = tmp_path_factory.mktemp("every_task")
-
-    def evaluate(task_id: str, kind: str):
-        ev = evaluators[task_id]
-        if kind == REFERENCE:
-            return ev.evaluate(ev.task.reference_path, "submit", seed=SEED)
-        path = directory / f"{task_id}-{kind}" / "solution.py"
-        path.parent.mkdir()
-        path.write_text(wrong_solution(task_id, kind).source)
-        return ev.evaluate(path, "test", seed=SEED)
-
-    wanted = []
+    solutions: dict[tuple[str, str], Path] = {}
     for item in request.session.items:
         params = getattr(item, "callspec", None) and item.callspec.params
         if item.module is not request.module or not params or item.get_closest_marker("skip"):
             continue
+        task_id = params["task_id"]
         if item.originalname == "test_reference_passes_smoke_and_heldout_shapes":
-            wanted.append((params["task_id"], REFERENCE))
-        elif item.originalname == "test_generated_wrong_solution_scores_zero" and \
-                wrong_solution(params["task_id"], params["kind"]).origin != "skipped":
-            wanted.append((params["task_id"], params["kind"]))
-    for task_id, _ in wanted:
-        if task_id not in evaluators:
-            evaluators[task_id] = Evaluator(load_task(task_id), "interpreter")
-    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="every-task")
-    futures: dict[tuple[str, str], Future] = {key: pool.submit(evaluate, *key) for key in wanted}
-    yield lambda task_id, kind: futures[task_id, kind].result()
-    pool.shutdown(wait=True, cancel_futures=True)
-    for ev in evaluators.values():
-        ev.close()
+            solutions[task_id, REFERENCE] = load_task(task_id).reference_path
+        elif item.originalname == "test_generated_wrong_solution_scores_zero":
+            made = wrong_solution(task_id, params["kind"])
+            if made.origin != "skipped":
+                path = solutions[task_id, made.kind] = directory / f"{task_id}-{made.kind}" / "solution.py"
+                path.parent.mkdir()
+                path.write_text(made.source)
+    evaluators = {t: Evaluator(load_task(t), "interpreter") for t in dict.fromkeys(t for t, _ in solutions)}
+
+    def evaluate(task_id: str, kind: str):
+        mode = "submit" if kind == REFERENCE else "test"
+        return evaluators[task_id].evaluate(solutions[task_id, kind], mode, seed=SEED)
+
+    with serialised_ast_parse(), ThreadPoolExecutor(max_workers=2, thread_name_prefix="every-task") as pool:
+        futures: dict[tuple[str, str], Future] = {key: pool.submit(evaluate, *key) for key in solutions}
+        try:
+            yield lambda task_id, kind: futures[task_id, kind].result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            for ev in evaluators.values():
+                ev.close()
 
 
 def load_module(path, name):

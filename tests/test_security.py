@@ -43,7 +43,7 @@ import pytest
 
 import d2k_env
 import d2k_env.evaluator
-from conftest import call
+from conftest import call, serialised_ast_parse
 from d2k_env.evaluator import Evaluator, PhaseLimits
 from d2k_env.evaluator.policy import check_solution
 from d2k_env.evaluator.pool import WorkerPool
@@ -243,7 +243,7 @@ def lab(request):
     def policy(source, *args, **kwargs):
         return [] if source in BYPASS_POLICY else real_check(source, *args, **kwargs)
 
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp, serialised_ast_parse():
         mp.setattr(d2k_env.evaluator, "check_solution", policy)
         lab = Lab(WORKERS)
         jobs = []
