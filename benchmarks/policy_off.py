@@ -172,7 +172,7 @@ def plan() -> list[dict]:
             key = f"{e.id}-{t}.py" if e.template else f"{e.id}.py"
             source = e.source(t)
             items.append({"key": key, "suite": e.klass, "file": Path(key).name, "path": str(e.path), "kind": kind,
-                          "why": why, "task": t, "limits": "short" if e.short_limits else "normal",
+                          "why": why, "task": t, "limits": e.limits or "normal",
                           "workloads": e.workloads("interpreter", t),
                           "seed": int(e.fields["Seed"]) if "Seed" in e.fields else None, "source": source,
                           "template": sorted(set(re.findall(r"@([A-Z_]+)@", source)))})
@@ -227,7 +227,7 @@ class Runner:
 
         self.work = work
         self.backend = backend
-        self.limits = {"normal": ts.NORMAL_LIMITS, "short": ts.SHORT_LIMITS}
+        self.limits = {"normal": ts.NORMAL_LIMITS, "short": ts.SHORT_LIMITS, "hang": ts.HANG_LIMITS}
         assert isinstance(self.limits["normal"], PhaseLimits)
         self.local = threading.local()
         self.all_evaluators = []
@@ -468,7 +468,7 @@ def report(meta: dict, rows: list[dict]) -> str:
             "`submit` (its smoke workload plus two held-out shapes drawn from the seed) as its header says "
             "(tests/exploits.py): its task (a template once per registered task), its workloads (the first smoke "
             "workload unless `Workloads:` says otherwise), its limits (`Limits: short`: a 10 s check phase for "
-            "the hangs and crashes), and the seed its `Seed:` names, else a fresh secret seed. Placeholders are "
+            "the crashes that might hang, `Limits: hang`: 3 s for the endless loops), and the seed its `Seed:` names, else a fresh secret seed. Placeholders are "
             "filled as tests/test_security.py fills them: @MARKER_DIR@ and @PID_DIR@ with per-file directories "
             "outside the project and outside /tmp (each watched), @SAFE_ROOT@ (rewrite_grader_baseline) with an "
             "Evaluator built on a temporary copy of the task tree, whose baseline is then compared. Two "

@@ -1,4 +1,6 @@
+import contextlib
 import json
+import threading
 import time
 
 import pytest
@@ -27,6 +29,26 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@contextlib.contextmanager
+def serialised_ast_parse():
+    """``ast.parse`` one thread at a time while the block runs, for the modules that evaluate on several
+    threads. On CPython 3.11 a parse on one thread can make another's raise SystemError ("AST
+    constructor recursion depth mismatch": the counter is the interpreter's, not the thread's; seen
+    here on 3.11.7 with two threads parsing, python/cpython#106905), and the static policy fails
+    closed on any error, so a solution would be refused for it. The policy, the header parser and
+    the wrong-solution generator all call ``ast.parse`` by its module attribute."""
+    import ast
+    parse, lock = ast.parse, threading.RLock()
+
+    def serialised(*args, **kwargs):
+        with lock:
+            return parse(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ast, "parse", serialised)
+        yield
 
 
 def wait_until(condition, timeout: float = 30) -> bool:

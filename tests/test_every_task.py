@@ -8,10 +8,15 @@ wrong solution generated from the reference (d2k_env.tasks.wrong_solutions: tail
 removed, one output scaled by 1 + 1e-3, last row unwritten) scores 0 on the task's own checks. A
 kind the task skips shows as a skipped test with the task's reason.
 
-Every evaluation uses a fixed seed, so no outcome depends on a random draw.
+Every evaluation uses a fixed seed, so no outcome depends on a random draw. The selected ones start
+on two threads when the module starts (each is two sandboxed processes, mostly waited on), so that
+they run beside each other and beside the tests that evaluate nothing; each test waits for its own.
 """
 
 from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -19,6 +24,7 @@ import torch
 from gymnasium.utils.env_checker import check_env
 
 import d2k_env
+from conftest import serialised_ast_parse
 from d2k_env.evaluator import Evaluator
 from d2k_env.evaluator.checking import as_tuple
 from d2k_env.prompt import build_prompt, describe_inputs
@@ -33,19 +39,48 @@ SEED = 1  # inputs and held-out shapes of every evaluation here
 CASES = [(t, kind) for t in TASK_IDS for kind in WRONG_SOLUTION_KINDS]
 
 
-@pytest.fixture(scope="module")
-def evaluators():
-    """One Evaluator per task, so evaluations of a task share its Triton cache."""
-    made: dict[str, Evaluator] = {}
+REFERENCE = "reference"  # the evaluation of test_reference_passes_smoke_and_heldout_shapes
 
-    def get(task_id: str) -> Evaluator:
-        if task_id not in made:
-            made[task_id] = Evaluator(load_task(task_id), "interpreter")
-        return made[task_id]
 
-    yield get
-    for ev in made.values():
-        ev.close()
+def wrong_solution(task_id: str, kind: str):
+    (made,) = [g for g in generate(load_task(task_id)) if g.kind == kind]
+    return made
+
+
+@pytest.fixture(scope="module", autouse=True)  # autouse: set up before the module's first test
+def evaluations(request, tmp_path_factory):
+    """The evaluations of the selected tests, by (task, REFERENCE or a wrong solution's kind), started
+    on two threads in test order (the solution files written first, on this thread); one Evaluator
+    per task (its evaluations share its Triton cache)."""
+    directory = tmp_path_factory.mktemp("every_task")
+    solutions: dict[tuple[str, str], Path] = {}
+    for item in request.session.items:
+        params = getattr(item, "callspec", None) and item.callspec.params
+        if item.module is not request.module or not params or item.get_closest_marker("skip"):
+            continue
+        task_id = params["task_id"]
+        if item.originalname == "test_reference_passes_smoke_and_heldout_shapes":
+            solutions[task_id, REFERENCE] = load_task(task_id).reference_path
+        elif item.originalname == "test_generated_wrong_solution_scores_zero":
+            made = wrong_solution(task_id, params["kind"])
+            if made.origin != "skipped":
+                path = solutions[task_id, made.kind] = directory / f"{task_id}-{made.kind}" / "solution.py"
+                path.parent.mkdir()
+                path.write_text(made.source)
+    evaluators = {t: Evaluator(load_task(t), "interpreter") for t in dict.fromkeys(t for t, _ in solutions)}
+
+    def evaluate(task_id: str, kind: str):
+        mode = "submit" if kind == REFERENCE else "test"
+        return evaluators[task_id].evaluate(solutions[task_id, kind], mode, seed=SEED)
+
+    with serialised_ast_parse(), ThreadPoolExecutor(max_workers=2, thread_name_prefix="every-task") as pool:
+        futures: dict[tuple[str, str], Future] = {key: pool.submit(evaluate, *key) for key in solutions}
+        try:
+            yield lambda task_id, kind: futures[task_id, kind].result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            for ev in evaluators.values():
+                ev.close()
 
 
 def load_module(path, name):
@@ -111,9 +146,9 @@ def test_baseline_gives_the_declared_outputs_and_passes_its_own_check(task_id):
 
 
 @pytest.mark.parametrize("task_id", TASK_IDS)
-def test_reference_passes_smoke_and_heldout_shapes(task_id, evaluators):
+def test_reference_passes_smoke_and_heldout_shapes(task_id, evaluations):
     task = load_task(task_id)
-    result = evaluators(task_id).evaluate(task.reference_path, "submit", seed=SEED)
+    result = evaluations(task_id, REFERENCE)
     held = [w for w in result.workloads if w.heldout]
     assert result.correct, format_result(result)
     assert [w.name for w in result.workloads if not w.heldout] == [w.name for w in task.smoke_workloads]
@@ -121,14 +156,11 @@ def test_reference_passes_smoke_and_heldout_shapes(task_id, evaluators):
 
 
 @pytest.mark.parametrize("task_id, kind", CASES, ids=[f"{t}-{k}" for t, k in CASES])
-def test_generated_wrong_solution_scores_zero(task_id, kind, evaluators, tmp_path):
-    task = load_task(task_id)
-    (made,) = [g for g in generate(task) if g.kind == kind]
+def test_generated_wrong_solution_scores_zero(task_id, kind, evaluations):
+    made = wrong_solution(task_id, kind)
     if made.origin == "skipped":
         pytest.skip(f"the task skips it: {made.skipped}")
-    path = tmp_path / "solution.py"
-    path.write_text(made.source)
-    result = evaluators(task_id).evaluate(path, "test", seed=SEED)
+    result = evaluations(task_id, kind)
     text = format_result(result)
     assert not result.correct and submission_reward("speedup", result) == 0, f"{made.origin} {kind} passed:\n{text}"
     assert not (result.error or "").startswith("[policy]"), f"refused before running, not caught:\n{text}"

@@ -9,14 +9,16 @@ with no test edited. No task is named in this module.
 Per file: its header is well-formed; the static policy's verdict (``Policy``); the verdict with the
 policy on (``Expect``) and bypassed (``Behind the policy``) on the interpreter, and the same on the
 GPU (marked ``gpu``); and the special checks it names (``Check``, see ``CHECKS``): after a hang,
-flood, crash or stray process the same Evaluator still passes the reference; the secret seed never
-reaches the output; and the attacks through the env's tools. Per task, after every case above, the
+flood, crash or stray process the same Evaluator (its worker pool and Triton cache, given the
+generous limits) still passes the reference; the secret seed never reaches the output; and the
+attacks through the env's tools. Per task, after every case above, the
 reference still passes on the Evaluator the exploits ran on, and the project's task tree is as it was.
 
 Speed: one Evaluator per (task, backend, limits), shared by every case, and one worker pool per
 backend; each evaluation is two fresh sandboxed processes (forked from a warm Python, see
 d2k_env.evaluator.forkserver), so the selected ones run on a small thread pool (D2K_SECURITY_WORKERS,
-default 2), started in test order when the module starts; each test waits for its own.
+default 2), started when the module starts (the hangs first, then in test order); each test waits
+for its own.
 Policy-refused evaluations start no process. Every evaluation has a fixed seed (``Seed:``, default 1).
 """
 
@@ -41,7 +43,7 @@ import pytest
 
 import d2k_env
 import d2k_env.evaluator
-from conftest import call
+from conftest import call, serialised_ast_parse
 from d2k_env.evaluator import Evaluator, PhaseLimits
 from d2k_env.evaluator.policy import check_solution
 from d2k_env.evaluator.pool import WorkerPool
@@ -52,11 +54,18 @@ from exploits import (SECURITY, Exploit, assert_policy, assert_verdict, first_wo
                       verdict_text)
 
 WORKERS = int(os.environ.get("D2K_SECURITY_WORKERS", "2"))
-HANG_LIMIT_S = 10
+SHORT_LIMIT_S = 10
+HANG_LIMIT_S = 3
 # Generous where nothing hangs: on a loaded 2-core machine honest slow solutions have taken over two
-# minutes on the interpreter. Hangs (Limits: short) get the short check limit.
+# minutes on the interpreter. A file that might hang but whose verdict normally comes first (Limits:
+# short: a crash, a refused fork) gets a 10 s check phase, which that verdict must not race on a loaded
+# machine; an endless loop (Limits: hang) gets 3 s: its check phase never ends, so the limit always
+# fires and its length changes no verdict (waiting out 10 s cost two of them 20 s a task). The
+# evaluation after a fault (the recovery) gets the generous limits on the same pool and Triton cache.
 NORMAL_LIMITS = PhaseLimits({"load": 300, "check": 300, "verify": 300}, default=300)
-SHORT_LIMITS = PhaseLimits({"load": 300, "check": HANG_LIMIT_S, "verify": 300}, default=300)
+SHORT_LIMITS = PhaseLimits({"load": 300, "check": SHORT_LIMIT_S, "verify": 300}, default=300)
+HANG_LIMITS = PhaseLimits({"load": 300, "check": HANG_LIMIT_S, "verify": 300}, default=300)
+LIMITS = {None: NORMAL_LIMITS, "short": SHORT_LIMITS, "hang": HANG_LIMITS}
 SECRET = 0x5EC12E7_0DDBA11  # the seed the secret-seed checks pass, and look for in the output
 
 EXPLOITS, BROKEN = discover()
@@ -88,22 +97,37 @@ class Lab:
     def __init__(self, workers: int):
         self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="security")
         self.futures: dict[str, Future] = {}
-        self.evaluators: dict[tuple[str, str, bool], Evaluator] = {}
+        self.evaluators: dict[tuple[str, str, str | None, bool], Evaluator] = {}
         self.worker_pools: dict[str, WorkerPool] = {}
         self.lock = threading.Lock()
         self.tmp = Path(tempfile.mkdtemp(prefix="d2k-security-"))
         os.chmod(self.tmp, 0o755)
 
-    def evaluator(self, task_id: str, backend: str = "interpreter", short: bool = False) -> Evaluator:
+    def evaluator(self, task_id: str, backend: str = "interpreter", limits: str | None = None,
+                  recovering: bool = False) -> Evaluator:
+        """``limits``: None (the generous ones), ``short`` or ``hang`` (the header's ``Limits:``).
+        ``recovering``: that evaluator's twin with the generous limits, on its worker pool and its
+        Triton cache (what a fault could have left broken), for the evaluation after a fault, which
+        must not race a short limit on a loaded machine."""
         with self.lock:
-            key = (task_id, backend, short)
-            if key not in self.evaluators:
-                limits = SHORT_LIMITS if short else NORMAL_LIMITS if backend == "interpreter" else None
-                if backend not in self.worker_pools:
-                    self.worker_pools[backend] = WorkerPool(interpret=backend == "interpreter", spares=False)
-                self.evaluators[key] = Evaluator(load_task(task_id), backend, limits=limits,
+            return self._evaluator(task_id, backend, limits if backend == "interpreter" else None, recovering)
+
+    def _evaluator(self, task_id: str, backend: str, limits: str | None, recovering: bool) -> Evaluator:
+        if recovering and limits is None:
+            recovering = False
+        key = (task_id, backend, limits, recovering)
+        if key not in self.evaluators:
+            if backend not in self.worker_pools:
+                self.worker_pools[backend] = WorkerPool(interpret=backend == "interpreter", spares=False)
+            if recovering:
+                ev = self._evaluator(task_id, backend, limits, False)
+                self.evaluators[key] = Evaluator(ev.task, backend, cache_dir=ev.cache_dir, limits=NORMAL_LIMITS,
+                                                 pool=ev.pool)
+            else:
+                self.evaluators[key] = Evaluator(load_task(task_id), backend,
+                                                 limits=LIMITS[limits] if backend == "interpreter" else None,
                                                  pool=self.worker_pools[backend])
-            return self.evaluators[key]
+        return self.evaluators[key]
 
     def workdir(self, key: str) -> Path:
         d = self.tmp / "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
@@ -132,6 +156,7 @@ class Lab:
 class Job:
     key: str
     fn: Callable[[Lab], Any] = field(compare=False, hash=False, repr=False)
+    first: bool = field(default=False, compare=False)  # a hang: started before the rest (see ``lab``)
 
 
 def _materialise(lab: Lab, key: str, source: str, behind: bool) -> tuple[Path, Path, Path]:
@@ -155,12 +180,12 @@ def run_job(exploit: Exploit, task_id: str, backend: str, behind: bool, *, mode:
     """An evaluation of ``exploit`` for ``task_id`` as its header says (mode and seed overridable)."""
     mode = mode or exploit.mode(backend)
     seed = exploit.seed(backend) if seed is None else seed
-    short = exploit.short_limits and backend == "interpreter"
+    limits = exploit.limits if backend == "interpreter" else None
     key = f"{exploit.id}@{task_id}:{backend}:{'behind' if behind else 'policy'}:{mode}:{seed}{tag}"
 
     def fn(lab: Lab) -> Outcome:
         path, pids, markers = _materialise(lab, key, exploit.source(task_id), behind)
-        ev = lab.evaluator(task_id, backend, short)
+        ev = lab.evaluator(task_id, backend, limits)
         result = ev.evaluate(path, mode, workloads=exploit.workloads(backend, task_id), seed=seed)
         outcome = Outcome(result, workdir=path.parent)
         outcome.started = sorted(p.name for p in pids.glob("*.pid"))
@@ -169,11 +194,12 @@ def run_job(exploit: Exploit, task_id: str, backend: str, behind: bool, *, mode:
             _kill(pid)
         outcome.markers = sorted(p.name for p in markers.iterdir())
         if recover:
-            outcome.recovery = ev.evaluate(ev.task.reference_path, "test", workloads=[first_workload(task_id)],
-                                           seed=seed)
+            recovering = lab.evaluator(task_id, backend, limits, recovering=True)
+            outcome.recovery = recovering.evaluate(ev.task.reference_path, "test", workloads=[first_workload(task_id)],
+                                                   seed=seed)
         return outcome
 
-    return Job(key, fn)
+    return Job(key, fn, first=limits == "hang")
 
 
 def _alive_pids(pid_dir: Path) -> list[int]:
@@ -208,23 +234,27 @@ def _kill(pid: int) -> None:
         pass
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", autouse=True)  # autouse: started before the module's first test
 def lab(request):
-    """Starts every selected evaluation of this module on the pool, in test order."""
+    """Starts every selected evaluation of this module on the pool: the hangs first (each waits out its
+    limit, and one left for the end would be the module's last seconds), then the rest in test order."""
     real_check = d2k_env.evaluator.check_solution
 
     def policy(source, *args, **kwargs):
         return [] if source in BYPASS_POLICY else real_check(source, *args, **kwargs)
 
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp, serialised_ast_parse():
         mp.setattr(d2k_env.evaluator, "check_solution", policy)
         lab = Lab(WORKERS)
+        jobs = []
         for item in request.session.items:
             if item.module is not request.module or item.get_closest_marker("skip") or not hasattr(item, "callspec"):
                 continue
             case = item.callspec.params.get("case")
             if isinstance(case, Case) and case.job is not None:
-                lab.submit(case.job)
+                jobs.append(case.job)
+        for job in sorted(jobs, key=lambda j: not j.first):  # stable: test order otherwise
+            lab.submit(job)
         yield lab
         lab.close()
 
@@ -460,12 +490,16 @@ def test_secret_seed_does_not_leak_behind_the_policy(lab, case):
 
 
 def _episode(task_id: str, steps: list, **make) -> list:
-    """Plays the steps (actions) in a fresh episode; returns [(observation, reward, info)] per step."""
+    """Plays the steps (actions) in a fresh episode; returns [(observation, reward, info)] per step. A
+    step may instead be a function, called with the env (its entry is None)."""
     env = gym.make(d2k_env.env_id(task_id), backend="interpreter", reward="speedup", **make)
     try:
         env.reset(seed=0)
         out = []
         for action in steps:
+            if callable(action):
+                out.append(action(env.unwrapped))
+                continue
             obs, reward, terminated, truncated, info = env.step(action)
             out.append((obs, reward, info))
         return out
@@ -475,7 +509,7 @@ def _episode(task_id: str, steps: list, **make) -> list:
 
 def _env_job(name: str, steps: Callable[[Exploit, str], list], **make) -> Callable[[Exploit, str], Job]:
     def job(e: Exploit, t: str) -> Job:
-        return Job(f"{name}:{case_id(e, t)}", lambda lab: _episode(t, steps(e, t), **make))
+        return Job(f"{name}:{case_id(e, t)}", lambda lab: _episode(t, steps(e, t), **make), first=e.limits == "hang")
     return job
 
 
@@ -504,13 +538,19 @@ def test_env_step_answers_with_a_verdict(lab, case):
     assert reward == 0 and any(all(t in obs for t in alt) for alt in expected.alternatives), obs
 
 
+def _generous_limits(env) -> None:
+    """The next evaluations of ``env`` get the generous limits: the reference after a hang must not
+    race the hang's short limit on a loaded machine."""
+    env.evaluator_options["limits"] = NORMAL_LIMITS
+
+
 def _hang_then_recover(e: Exploit, t: str) -> list:
     return [call("write_file", path="solution.py", content=e.source(t)), call("run_tests"),
             call("write_file", path="solution.py", content=load_task(t).reference_path.read_text()),
-            call("benchmark", workloads=[first_workload(t)])]
+            _generous_limits, call("benchmark", workloads=[first_workload(t)])]
 
 
-@check("env-hang-recovers", _env_job("env-hang", _hang_then_recover, evaluator_options={"limits": SHORT_LIMITS}))
+@check("env-hang-recovers", _env_job("env-hang", _hang_then_recover, evaluator_options={"limits": HANG_LIMITS}))
 def test_env_hang_is_killed_and_the_episode_goes_on(lab, case):
     """An endless loop in forward is killed at the phase limit, the step returns a verdict, and the same
     episode then evaluates the reference correctly."""
@@ -518,7 +558,7 @@ def test_env_hang_is_killed_and_the_episode_goes_on(lab, case):
     obs, reward, _ = steps[1]
     first = load_task(case.task).smoke_workloads[0].name
     assert f"phase 'check' of workload {first} exceeded its {HANG_LIMIT_S} s limit" in obs and reward == 0, obs
-    obs, _, info = steps[3]
+    obs, _, info = steps[4]
     assert "PASSED" in obs and info["evaluation"]["correct"], obs
 
 

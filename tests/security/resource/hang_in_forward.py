@@ -1,6 +1,6 @@
 """Task: every
 Backend: interpreter
-Limits: short
+Limits: hang
 Check: env-hang-recovers
 Round: redteam c19
 

@@ -1,7 +1,7 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
 Expect: "killed"
-Limits: short
+Limits: hang
 Check: recovers
 Round: holdout h31
 
