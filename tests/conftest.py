@@ -101,9 +101,16 @@ def interpreted():
 
 
 def installed(*modules: str) -> bool:
-    """Whether every module can be imported (found, not imported: collecting stays cheap)."""
+    """Whether every module can be imported (found, not imported: collecting stays cheap; finding a
+    submodule imports its parent package, and a missing parent means not installed)."""
     import importlib.util
-    return all(importlib.util.find_spec(m) is not None for m in modules)
+
+    def found(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            return False
+    return all(found(m) for m in modules)
 
 
 class Lazy:
