@@ -131,8 +131,10 @@ class Evaluator:
         # A submission whose published shapes pass runs its held-out shapes once more under the GPU
         # memory checker, beside the check process (neither is timed): the solution run's own
         # verdicts start it, the check's decide whether its finding counts.
-        memchecking = self._start_memcheck(req) if self._memcheck_due(req, result) else None
+        memchecking = None
         try:
+            if self._memcheck_due(req, result):
+                memchecking = self._start_memcheck(req)
             if result.error is None and mode != "profile" and any(w.correct for w in result.workloads):
                 passed = {w.name for w in result.workloads if w.correct}
                 check, checker = self._run(dataclasses.replace(
