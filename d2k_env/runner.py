@@ -117,6 +117,9 @@ class RunDirectory:
         self.path = Path(path)
         self.settings = settings
         self._lock = None
+        # What the reward-version check read of each episode file, for status() to reuse while the
+        # file is unchanged: (mtime_ns, size) -> (key, status). A resumed run reads each file once.
+        self._read: dict[str, tuple[tuple[int, int], EpisodeKey, str]] = {}
 
     def __enter__(self) -> "RunDirectory":
         episodes_dir(self.path).mkdir(parents=True, exist_ok=True)
@@ -163,7 +166,7 @@ class RunDirectory:
         older: dict[Any, list[str]] = {}
         for path in sorted(episodes_dir(self.path).glob("*.jsonl")):
             try:
-                trajectory = read_trajectory(path)
+                trajectory = self._trajectory(path)
             except TrajectoryError:
                 continue  # said, with what to do, when its episode's turn comes
             version = trajectory.header.get("reward_version")
@@ -199,13 +202,30 @@ class RunDirectory:
         path = self.episode_path(key)
         if not path.exists():
             return None
-        try:
-            trajectory = read_trajectory(path)
-        except TrajectoryError as exc:
-            raise TrajectoryError(f"{exc}; delete that file to run the episode again") from None
-        if trajectory.key != key:
-            raise TrajectoryError(f"{path} holds {trajectory.key}, not {key}; delete it to run the episode again")
-        return trajectory.summary["status"]
+        known = self._read.get(path.name)
+        if known is not None and known[0] == _stamp(path):
+            held, status = known[1], known[2]
+        else:
+            try:
+                trajectory = self._trajectory(path)
+            except TrajectoryError as exc:
+                raise TrajectoryError(f"{exc}; delete that file to run the episode again") from None
+            held, status = trajectory.key, trajectory.summary["status"]
+        if held != key:
+            raise TrajectoryError(f"{path} holds {held}, not {key}; delete it to run the episode again")
+        return status
+
+    def _trajectory(self, path: Path):
+        """The trajectory in ``path``, its key and status kept for :meth:`status`."""
+        stamp = _stamp(path)
+        trajectory = read_trajectory(path)
+        self._read[path.name] = (stamp, trajectory.key, trajectory.summary["status"])
+        return trajectory
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    info = path.stat()
+    return info.st_mtime_ns, info.st_size
 
 
 def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy: Callable[[EpisodeKey], Policy],
