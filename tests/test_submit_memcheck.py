@@ -8,7 +8,6 @@ says so. The real run on the H200 is tests/test_security.py's ``gpu-memcheck`` c
 """
 
 import threading
-import time
 
 import pytest
 
@@ -20,7 +19,7 @@ from d2k_env.evaluator.protocol import EvalResult, WorkloadResult
 from d2k_env.evaluator.sandbox import WorkerOutcome
 from d2k_env.task import load_task
 
-RUN_S = 0.4  # how long the stubbed check and memory-checked runs take
+WAIT_S = 10.0  # how long the stubbed check waits for the memory-checked run to be under way
 OOB_LOG = "========= Invalid __global__ write of size 2 bytes\n=========     at _rms_kernel+0x1d0\n"
 
 
@@ -35,14 +34,17 @@ class StubWorker:
 class StagedEvaluator(Evaluator):
     """The GPU submit path, with each worker's verdict given: ``solution_fails`` and ``check_fails``
     name published workloads that run gets wrong; ``out_of_bounds`` makes the memory-checked run
-    report an invalid access. ``spans`` records (kind, start, end) of the check and memcheck runs."""
+    report an invalid access. The check waits for the memory-checked run to be under way where
+    ``overlap`` says it should be (``check_saw_memcheck``: whether it was, before the check ended);
+    ``memcheck_runs`` counts the memory-checked runs."""
 
     can_time = True
 
-    def __init__(self, tmp_path, solution_fails=(), check_fails=(), out_of_bounds=False):
+    def __init__(self, tmp_path, solution_fails=(), check_fails=(), out_of_bounds=False, overlap=False):
         super().__init__(load_task("fused_add_rmsnorm"), "interpreter")
         self.tmp_path, self.solution_fails, self.check_fails = tmp_path, set(solution_fails), set(check_fails)
-        self.out_of_bounds, self.spans, self.workers = out_of_bounds, [], []
+        self.out_of_bounds, self.overlap, self.workers = out_of_bounds, overlap, []
+        self.memcheck_running, self.check_saw_memcheck, self.memcheck_runs = threading.Event(), None, 0
         self.pool.take = self._take
 
     def _worker(self):
@@ -57,17 +59,15 @@ class StagedEvaluator(Evaluator):
         names = req.workloads + [w["name"] for w in req.heldout]
         failing = self.solution_fails if req.role == "solution" else self.check_fails
         if req.role == "check":
-            start = time.monotonic()
-            time.sleep(RUN_S)
-            self.spans.append(("check", start, time.monotonic()))
+            # Sequential code starts the memory-checked run only after this returns: the wait runs out.
+            self.check_saw_memcheck = self.memcheck_running.wait(WAIT_S if self.overlap else 0)
         workloads = [WorkloadResult(n, n not in failing, "wrong values" if n in failing else "") for n in names]
         return EvalResult(req.mode, "cuda", workloads=workloads), self._worker()
 
     def _take_and_run(self, kind, req, outputs=None, taken=None):
         assert kind == MEMCHECK and taken is not None and threading.current_thread() is not threading.main_thread()
-        start = time.monotonic()
-        time.sleep(RUN_S)
-        self.spans.append(("memcheck", start, time.monotonic()))
+        self.memcheck_runs += 1
+        self.memcheck_running.set()
         run = EvalResult("test", "cuda", workloads=[WorkloadResult(w["name"], True, "") for w in req.heldout])
         outcome = WorkerOutcome(run.to_dict(), "", MEMCHECK_EXIT if self.out_of_bounds else 0, None,
                                 memcheck_log=OOB_LOG if self.out_of_bounds else "")
@@ -89,11 +89,9 @@ def submit(ev) -> EvalResult:
 
 
 def test_the_memory_checked_run_goes_beside_the_check_and_its_finding_counts(tmp_path, tool):
-    ev = StagedEvaluator(tmp_path, out_of_bounds=True)
+    ev = StagedEvaluator(tmp_path, out_of_bounds=True, overlap=True)
     result = submit(ev)
-    (check,) = [s for s in ev.spans if s[0] == "check"]
-    (memcheck,) = [s for s in ev.spans if s[0] == "memcheck"]
-    assert memcheck[1] < check[2] and check[1] < memcheck[2], f"the two runs did not overlap: {ev.spans}"
+    assert ev.check_saw_memcheck and ev.memcheck_runs == 1, "the memory-checked run did not go beside the check"
     held = [w for w in result.workloads if w.heldout]
     assert len(held) == 2 and not held[0].correct and held[0].message.startswith("[out-of-bounds]")
     assert "Invalid __global__ write" in held[0].message and not result.correct
@@ -108,9 +106,9 @@ def test_a_clean_memory_checked_run_leaves_a_correct_submission_correct(tmp_path
 
 
 def test_its_finding_does_not_count_when_the_check_fails_a_published_shape(tmp_path, tool):
-    ev = StagedEvaluator(tmp_path, check_fails={"8192x8192"}, out_of_bounds=True)
+    ev = StagedEvaluator(tmp_path, check_fails={"8192x8192"}, out_of_bounds=True, overlap=True)
     result = submit(ev)
-    assert [s[0] for s in ev.spans].count("memcheck") == 1  # started on the solution run's verdicts
+    assert ev.check_saw_memcheck and ev.memcheck_runs == 1  # started on the solution run's verdicts
     wrong = [w for w in result.workloads if not w.correct]
     assert [w.name for w in wrong] == ["8192x8192"] and wrong[0].message == "wrong values"
     assert "memcheck" not in result.sandbox  # the check's verdict stands alone
@@ -119,7 +117,7 @@ def test_its_finding_does_not_count_when_the_check_fails_a_published_shape(tmp_p
 def test_it_never_starts_when_the_solution_run_fails_a_published_shape(tmp_path, tool):
     ev = StagedEvaluator(tmp_path, solution_fails={"64x8192"}, out_of_bounds=True)
     result = submit(ev)
-    assert not any(s[0] == "memcheck" for s in ev.spans) and not result.correct
+    assert ev.memcheck_runs == 0 and not result.correct
     assert "memcheck" not in result.sandbox
 
 
@@ -128,4 +126,4 @@ def test_without_the_tool_the_result_says_so(tmp_path, monkeypatch):
     ev = StagedEvaluator(tmp_path)
     result = submit(ev)
     assert result.correct and result.sandbox["memcheck"] == ABSENT
-    assert not any(s[0] == "memcheck" for s in ev.spans)
+    assert ev.memcheck_runs == 0
