@@ -19,7 +19,8 @@ medians with min and max; ``--json PATH`` also writes every sample.
 What a user of the env waits for, per task: ``reset``, and the steps ``run_tests``, ``benchmark``
 (every workload) and ``submit`` of the reference, each after ``--gap`` idle seconds, through the
 env's own evaluation service (after one untimed ``run_tests``); then ``d2k eval TASK REFERENCE``
-as a whole command, with its default mode and with ``--mode submit``, ``--calls`` times.
+as a whole command (as a user types it: no ``--backend`` where the command picks that one itself),
+with its default mode and with ``--mode submit``, ``--calls`` times.
 
     python benchmarks/evaluation_latency.py --one-shot [--calls 5]
 
@@ -44,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from d2k_env.evaluator import Evaluator, forkserver  # noqa: E402
+from d2k_env.evaluator import Evaluator, forkserver, resolve_backend  # noqa: E402
 from d2k_env.task import load_task, task_ids  # noqa: E402
 
 
@@ -117,10 +118,12 @@ def env_latency(task_id: str, backend: str, calls: int, gap: float) -> list[dict
             env.step(write)
     finally:
         env.close()
+    # As a user types it: the backend named only where it is not the one the command picks itself.
+    picked = [] if backend == resolve_backend("auto") else ["--backend", backend]
     for _ in range(calls):
         for what, extra in (("d2k eval", []), ("d2k eval --mode submit", ["--mode", "submit"])):
             command = [sys.executable, "-m", "d2k_env.cli", "eval", task_id, str(task.reference_path),
-                       "--backend", backend, *extra]
+                       *picked, *extra]
             done = timed(what, lambda: subprocess.run(command, capture_output=True, text=True, cwd=ROOT))
             assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return samples

@@ -6,6 +6,10 @@ Per task, on the backend given (``--backend cuda`` on a GPU):
 - ``one-shot``: what ``d2k eval`` does in-process (a fresh evaluator with spares, its workers started
   at once, one ``benchmark`` of every workload), with workers forked from the fork server and then
   started by exec; each first with an empty Triton cache, then with the cache the first left.
+- ``command``: ``d2k eval`` itself, in a child process (twice: the first may find the Triton cache
+  empty), with the steps of the command around the spans: its imports, the workers' start, the
+  task's load, the evaluator's, the evaluation, the teardown and the process's exit, in seconds
+  since the child was started.
 - ``episode``: an evaluator with spares, as the env holds one: an untimed ``test``, then ``test``,
   ``benchmark``, ``submit`` and a second ``submit``, each after ``--gap`` idle seconds.
 
@@ -14,7 +18,7 @@ Every evaluation prints one JSON line: its wall seconds and a list of spans, eac
 with its start and length in seconds since the evaluation began; a ``run`` span carries the worker's
 kind and its phases as the channel announced them (phase, workload, second since the dispatch).
 
-    python benchmarks/evaluation_phases.py --backend cuda [--tasks ...] [--gap 10] [--parts one-shot episode]
+    python benchmarks/evaluation_phases.py --backend cuda [--tasks ...] [--gap 10] [--parts one-shot command episode]
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -115,6 +120,45 @@ def one_shot(task, backend: str, spans: Spans) -> list[dict]:
     return lines
 
 
+def command(task, backend: str) -> list[dict]:
+    lines = []
+    for run in (1, 2):
+        started = time.time()
+        child = subprocess.run([sys.executable, __file__, "--command-child", repr(started), task.id,
+                                str(task.reference_path), backend],
+                               capture_output=True, text=True)
+        wall = time.time() - started
+        line = json.loads(child.stdout.strip().splitlines()[-1]) if child.returncode in (0, 1) else \
+            {"error": child.stderr[-2000:]}
+        line.update(task=task.id, part="command", run=run, seconds=round(wall, 3), load1=round(os.getloadavg()[0], 2))
+        print(json.dumps(line), flush=True)
+        lines.append(line)
+    return lines
+
+
+def command_child(started: float, task_id: str, reference: str, backend: str) -> None:
+    """``d2k eval TASK_ID REFERENCE --backend BACKEND`` in this process, its steps timed from ``started``
+    (the parent's clock when it started this process); prints one JSON line of spans at exit."""
+    import atexit
+    import d2k_env.task
+
+    spans = Spans()
+    spans.origin = time.perf_counter() - (time.time() - started)
+    spans.items.append({"step": "imports", "at": 0.0, "s": round(time.perf_counter() - spans.origin, 3)})
+    instrument(spans)
+    spans.wrap(WorkerPool, "replenish", "replenish")
+    spans.wrap(WorkerPool, "close", "pool.close")
+    spans.wrap(d2k_env.task, "load_task", "load_task")
+    spans.wrap(Evaluator, "__init__", "Evaluator()")
+    spans.wrap(Evaluator, "evaluate", "evaluate")
+    spans.wrap(Evaluator, "close", "Evaluator.close")
+    atexit.register(lambda: print(json.dumps({"exit_at": round(time.perf_counter() - spans.origin, 3),
+                                              "spans": spans.items}), flush=True))
+    from d2k_env import cli
+
+    cli.main(["eval", task_id, reference, "--backend", backend])
+
+
 def episode(task, backend: str, gap: float, spans: Spans) -> list[dict]:
     lines = []
     with tempfile.TemporaryDirectory(prefix="d2k-phases-cache-") as cache, \
@@ -132,11 +176,15 @@ def episode(task, backend: str, gap: float, spans: Spans) -> list[dict]:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--command-child"]:
+        command_child(float(sys.argv[2]), *sys.argv[3:6])
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="*", default=None, help="default: every shipped task")
     parser.add_argument("--backend", default="interpreter")
     parser.add_argument("--gap", type=float, default=10.0, help="idle seconds before each episode evaluation")
-    parser.add_argument("--parts", nargs="*", default=["one-shot", "episode"], choices=["one-shot", "episode"])
+    parser.add_argument("--parts", nargs="*", default=["one-shot", "episode"],
+                        choices=["one-shot", "command", "episode"])
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     import torch
@@ -150,6 +198,8 @@ def main() -> None:
         task = load_task(task_id)
         if "one-shot" in args.parts:
             lines += one_shot(task, args.backend, spans)
+        if "command" in args.parts:
+            lines += command(task, args.backend)
         if "episode" in args.parts:
             lines += episode(task, args.backend, args.gap, spans)
     if args.json:

@@ -49,10 +49,24 @@ def cmd_show(args) -> int:
     return 0
 
 
-def cmd_eval(args) -> int:
-    from d2k_env.evaluator import Evaluator, resolve_backend
+def _one_shot_pool(backend: str, mode: str):
+    """The started workers of one ``d2k eval``: a solution and a check worker, by exec and side by
+    side (a one-shot command gains nothing from a fork server, which would import torch before
+    forking them), and for a submission on the GPU the memory-checked one too."""
     from d2k_env.evaluator.memcheck import find_memcheck
     from d2k_env.evaluator.pool import WorkerPool
+
+    pool = WorkerPool(interpret=backend == "interpreter", spares=True, fork=False)
+    pool.replenish()
+    if mode == "submit" and backend == "cuda" and (tool := find_memcheck()):
+        pool.keep_memcheck(tool)
+        pool.replenish()
+    return pool
+
+
+def cmd_eval(args) -> int:
+    from d2k_env.evaluator import Evaluator, quick_backend, resolve_backend
+    from d2k_env.evaluator.policy_service import start as start_policy
     from d2k_env.task import load_task, task_ids
     from d2k_env.verdict import format_result
 
@@ -62,19 +76,19 @@ def cmd_eval(args) -> int:
     if not path.is_file():
         _error(f"no such file: {args.file}")
         return 2
-    backend = resolve_backend(args.backend)
-    mode = args.mode or ("benchmark" if backend == "cuda" else "test")
-    # One evaluation for every workload. Its two workers start first, by exec and side by side, while
-    # this process loads the task (torch's import): a one-shot command gains nothing from a fork
-    # server, which would import torch before forking them. A submission's memory-checked run starts
-    # its worker now too.
-    pool = WorkerPool(interpret=backend == "interpreter", spares=True, fork=False)
+    # One evaluation for every workload. Its workers start first, and the policy's child beside them,
+    # while this process loads the task (torch's import, seconds): so the backend is first resolved
+    # without torch, then confirmed by torch once imported.
+    backend = quick_backend(args.backend)
+    pool = _one_shot_pool(backend, args.mode or ("benchmark" if backend == "cuda" else "test"))
     try:
-        pool.replenish()
-        if mode == "submit" and backend == "cuda" and (tool := find_memcheck()):
-            pool.keep_memcheck(tool)
-            pool.replenish()
+        start_policy()
         task = load_task(args.task)
+        if (confirmed := resolve_backend(args.backend)) != backend:
+            pool.close()
+            backend = confirmed
+            pool = _one_shot_pool(backend, args.mode or ("benchmark" if backend == "cuda" else "test"))
+        mode = args.mode or ("benchmark" if backend == "cuda" else "test")
         evaluator = Evaluator(task, backend, pool=pool)
         pool.spares = False  # the one evaluation: no spare is started to replace one it takes
         try:

@@ -36,6 +36,15 @@ def test_eval_reference_and_wrong_solution(capsys, tmp_path):
     assert "FAILED: incorrect on workload(s)" in capsys.readouterr().out
 
 
+def test_eval_corrects_a_backend_guessed_without_torch(capsys, monkeypatch):
+    import d2k_env.evaluator as evaluator
+    # As on a machine whose driver sees a GPU that torch cannot use: the workers started for the
+    # guess are replaced once torch, imported for the task, answers.
+    monkeypatch.setattr(evaluator, "quick_backend", lambda backend: "cuda")
+    assert main(["eval", "fused_add_rmsnorm", str(ROOT / "references/fused_add_rmsnorm.py")]) == 0
+    assert "(test, interpreter backend)" in capsys.readouterr().out
+
+
 def test_demo_runs_a_rewarded_episode(capsys):
     assert main(["demo", "per_token_group_quant_fp8", "--backend", "interpreter"]) == 0
     out = capsys.readouterr().out

@@ -224,3 +224,56 @@ def test_a_dataclass_under_postponed_annotations_loads(tmp_path):
     path.write_text("from __future__ import annotations\nimport dataclasses\n\n"
                     "@dataclasses.dataclass(frozen=True)\nclass Launch:\n    block: int\n    warps: int = 4\n")
     assert load_module(str(path), "solution_dataclass_probe").Launch(8).warps == 4
+
+
+class _Driver:
+    """libcuda as ctypes sees it: cuInit and cuDeviceGetCount, with ``devices`` devices."""
+
+    def __init__(self, devices: int):
+        self.devices = devices
+
+    def cuInit(self, flags):  # noqa: N802 - the driver's name
+        return 0
+
+    def cuDeviceGetCount(self, count):  # noqa: N802
+        count._obj.value = self.devices
+        return 0
+
+
+@pytest.fixture
+def cuda_build_of_torch(tmp_path, monkeypatch):
+    """find_spec("torch") answers a package whose lib/ holds libtorch_cuda, as a CUDA build's does."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libtorch_cuda.so").touch()
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: SimpleNamespace(origin=str(tmp_path / "__init__.py")))
+
+
+def test_quick_backend_agrees_with_torch_here():
+    from d2k_env.evaluator import quick_backend, resolve_backend
+    assert quick_backend("auto") == resolve_backend("auto")
+    assert quick_backend("interpreter") == "interpreter" and quick_backend("cuda") == "cuda"
+    with pytest.raises(ValueError, match="unknown backend"):
+        quick_backend("tpu")
+
+
+@pytest.mark.parametrize("devices, expected", [(1, "cuda"), (0, "interpreter")])
+def test_quick_backend_of_a_cuda_build_asks_the_driver_for_devices(cuda_build_of_torch, monkeypatch, devices,
+                                                                   expected):
+    import ctypes
+    from d2k_env.evaluator import quick_backend
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: _Driver(devices))
+    assert quick_backend("auto") == expected
+
+
+def test_quick_backend_without_a_driver_is_the_interpreter(cuda_build_of_torch, monkeypatch):
+    import ctypes
+    from d2k_env.evaluator import quick_backend
+
+    def no_driver(name):
+        raise OSError(f"{name}: cannot open shared object file")
+    monkeypatch.setattr(ctypes, "CDLL", no_driver)
+    assert quick_backend("auto") == "interpreter"
+

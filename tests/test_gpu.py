@@ -57,6 +57,20 @@ def test_profile_lists_the_reference_kernels(task_id):
     assert any(row["kernel"].startswith("_") or "kernel" in row["kernel"] for row in result.profile)
 
 
+def test_the_kernel_profiler_sees_kernels_without_importing_inductor():
+    import subprocess
+    import sys
+    probe = ("import sys, torch, d2k_env.evaluator.worker as w\n"
+             "x = torch.ones(1 << 20, device='cuda')\n"
+             "with w.gpu_kernel_profiler() as prof:\n"
+             "    (x * 2).sum(); torch.cuda.synchronize()\n"
+             "rows = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]\n"
+             "print(len(rows) > 0 and all(e.device_time_total > 0 for e in rows), 'torch._inductor' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                         cwd=project_root())
+    assert out.stdout.split()[-2:] == ["True", "False"], out.stdout + out.stderr[-3000:]
+
+
 def test_wrong_solutions_fail_on_the_gpu():
     task = load_task("fused_add_rmsnorm")
     ev = Evaluator(task, "cuda")

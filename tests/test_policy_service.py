@@ -37,3 +37,15 @@ def test_a_child_that_died_is_replaced_by_the_next_call():
     service.proc.wait()
     assert [v.rule for v in service.check(TASK.reference_path.read_text(), TASK.allowed_torch)] == []
     service._stop()
+
+
+def test_a_child_started_ahead_answers_the_first_check_and_is_not_doubled():
+    service = policy_service._Service()
+    service.start()  # returns at once: the child imports while its caller does something else
+    child = service.proc
+    assert child.poll() is None and service.fresh
+    service.start()
+    assert service.proc is child  # one runs: no second
+    assert service.check(TASK.reference_path.read_text(), TASK.allowed_torch) == []
+    assert service.proc is child and not service.fresh
+    service._stop()

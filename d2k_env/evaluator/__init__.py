@@ -20,7 +20,7 @@ from pathlib import Path
 from d2k_env import tempdirs
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult, derive_seed, inputs_key
 from d2k_env.evaluator.memcheck import ABSENT, MEMCHECK_EXIT, MemcheckTool, find_memcheck, first_report, never_attached
-from d2k_env.evaluator.policy_service import check_solution
+from d2k_env.evaluator.policy_service import check_solution, start as start_policy
 from d2k_env.evaluator.rules import advice
 from d2k_env.evaluator.cache_copy import harvest_cache, seed_cache
 from d2k_env.evaluator.pool import MEMCHECK, WorkerPool
@@ -29,7 +29,7 @@ from d2k_env.task import Task
 
 BACKENDS = ("auto", "cuda", "interpreter")
 
-__all__ = ["BACKENDS", "EvalResult", "Evaluator", "PhaseLimits", "WorkloadResult", "resolve_backend"]
+__all__ = ["BACKENDS", "EvalResult", "Evaluator", "PhaseLimits", "WorkloadResult", "quick_backend", "resolve_backend"]
 
 
 def resolve_backend(backend: str) -> str:
@@ -39,6 +39,29 @@ def resolve_backend(backend: str) -> str:
         import torch
         return "cuda" if torch.cuda.is_available() else "interpreter"
     return backend
+
+
+def quick_backend(backend: str) -> str:
+    """:func:`resolve_backend`'s likely answer without importing torch (seconds): for ``auto``,
+    ``cuda`` when the installed torch is a CUDA build (its ``libtorch_cuda``) and the CUDA driver
+    counts a device this process may use (it honours ``CUDA_VISIBLE_DEVICES``). A caller that
+    imports torch anyway confirms it with :func:`resolve_backend`."""
+    if backend != "auto":
+        return resolve_backend(backend)
+    import ctypes
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    lib = Path(spec.origin).parent / "lib" if spec and spec.origin else None
+    if lib is None or not any(lib.glob("libtorch_cuda*.so*")):
+        return "interpreter"
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return "interpreter"
+    count = ctypes.c_int(0)
+    found = driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+    return "cuda" if found else "interpreter"
 
 
 class Evaluator:
@@ -80,6 +103,7 @@ class Evaluator:
         self.gpu = gpu
         self._own_pool = pool is None
         self.pool = pool or WorkerPool(interpret=self.backend == "interpreter", gpu=gpu, spares=spares)
+        start_policy()  # the policy's child imports torch while nothing is asked of it yet
         _say_absent_layers()
 
     @property

@@ -3,7 +3,8 @@
 Some sources make the policy's analysis super-linear (a 91 KB one took the env's own process 23 s,
 longer ones minutes), and a parser fault on a pathological source would take the env down with
 it. :func:`check_solution` has :func:`d2k_env.evaluator.policy.check_solution`'s contract, but the
-analysis runs in a long-lived child (started on first use, importing torch and Triton once): an
+analysis runs in a long-lived child (started by :func:`start` or on first use, importing torch and
+Triton once): an
 analysis over :data:`TIME_LIMIT_S` is a ``[policy-time]`` violation, the child is killed and the
 next call starts another. One analysis at a time per env process (a lock), so threads never mix
 their answers.
@@ -36,10 +37,17 @@ class _Service:
         self.proc: subprocess.Popen | None = None
         self.fresh = False
 
+    def start(self) -> None:
+        with self.lock:
+            self._ensure_running()
+
+    def _ensure_running(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+
     def check(self, source: str, allowed: frozenset[str]) -> list[Violation]:
         with self.lock:
-            if self.proc is None or self.proc.poll() is not None:
-                self._start()
+            self._ensure_running()
             limit = START_LIMIT_S if self.fresh else TIME_LIMIT_S
             answer, why = self._ask(json.dumps({"source": source, "allowed": sorted(allowed)}), limit)
             if answer is None:
@@ -86,6 +94,12 @@ class _Service:
 
 
 _service = _Service()
+
+
+def start() -> None:
+    """Start the analysis child now unless one runs, and return at once: its imports (seconds) then
+    overlap the caller's own start-up instead of delaying the first :func:`check_solution`."""
+    _service.start()
 
 
 def check_solution(source: str, allowed_torch: frozenset[str] = frozenset()) -> list[Violation]:

@@ -372,12 +372,11 @@ class SolutionRun(Run):
 
     def kernel_times(self, forward, inputs: tuple, calls: int) -> list[dict]:
         from torch.autograd import DeviceType
-        from torch.profiler import ProfilerActivity, profile
 
         # The profiler's own UserWarnings are the harness's noise, not the solution's output.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            with gpu_kernel_profiler() as prof:
                 for _ in range(calls):
                     forward(*inputs)
                 torch.cuda.synchronize()
@@ -414,6 +413,14 @@ class CheckRun(Run):
         return WorkloadResult(w.name, v.ok, v.message, v.max_abs_err, v.max_rel_err)
 
 
+def gpu_kernel_profiler():
+    """The GPU kernels' profiler (Kineto over CUPTI, no CPU events), taken from the autograd
+    profiler that ``torch.profiler.profile`` wraps: the wrapper's start imports ``torch._inductor``
+    (to read a CUDA-graph setting), about 800 modules and 4-6 s of a fresh worker on the H200."""
+    from torch.autograd.profiler import profile
+    return profile(use_cpu=False, use_device="cuda", use_kineto=True)
+
+
 def _run_fingerprint() -> dict[str, object]:
     """harness_fingerprint, plus what a run calls through this module's globals and its classes'
     attributes (methods of the run, the launch counter and the guard), plus the thresholds' values."""
@@ -422,8 +429,8 @@ def _run_fingerprint() -> dict[str, object]:
     fp.update({f"worker.{n}": id(g.get(n)) for n in (
         "harness_fingerprint", "output_problems", "as_tuple", "short_traceback", "outputs_file", "portable", "moved",
         "out_of_memory", "kept_tensors", "state_fingerprint", "band_problem", "guard_inputs",
-        "_device_broken", "access_policy_window_bytes", "derive_seed", "SolutionRun", "LaunchCounter",
-        "TorchWorkGuard")})
+        "_device_broken", "access_policy_window_bytes", "derive_seed", "gpu_kernel_profiler", "SolutionRun",
+        "LaunchCounter", "TorchWorkGuard")})
     for cls in (Run, SolutionRun, LaunchCounter, TorchWorkGuard, GuardBand):
         fp.update({f"{cls.__name__}.{m}": id(v) for m, v in vars(cls).items() if callable(v)})
     fp.update({f"worker.{n}": g.get(n) for n in ("MIN_OWN_KERNEL_SHARE", "ROOFLINE_SLACK", "TIMED_SETS")})
@@ -456,7 +463,7 @@ def prepare() -> None:
     any request exists, and safe to fork from (no CUDA, no thread pools; the fork server does it
     once for all the workers it forks): Triton, and on the interpreter (``TRITON_INTERPRET=1`` in the
     environment the sandbox gave it) the patch that makes it compute like the GPU; on the GPU the
-    modules of timing and profiling; one allocation under the torch-work guard, whose first operator
+    timing module; one allocation under the torch-work guard, whose first operator
     sets up torch's Python dispatch; Triton's own key, a hash of its installed files (0.4 s).
     Nothing of a task or a solution is touched."""
     import triton.language  # noqa: F401 - imported for its first use
@@ -469,8 +476,7 @@ def prepare() -> None:
         from d2k_env.evaluator import interpreter_patch
         interpreter_patch.apply()
     else:
-        from torch import profiler  # noqa: F401 - imported for its first use
-        from d2k_env.evaluator import timing  # noqa: F401
+        from d2k_env.evaluator import timing  # noqa: F401 - imported for its first use
     with TorchWorkGuard(frozenset()):
         torch.empty(1)
 
@@ -479,16 +485,15 @@ def warm_device(interprets: bool) -> None:
     """What this worker's device and role (``D2K_WORKER_ROLE``) need before the request, after
     :func:`prepare`: on the GPU the CUDA context of device 0 of those ``CUDA_VISIBLE_DEVICES`` shows
     and, for the solution role (but under the memory checker, which the profiler cannot share the
-    context with), one profiled operator: CUPTI's start-up took 5-7 s of the first workload's check
-    on the H200."""
+    context with), one profiled operator, so that the profiler's start-up (Kineto's and CUPTI's) is
+    not the first workload's."""
     if interprets or not torch.cuda.is_available():
         return
     torch.zeros(1, device="cuda:0")
     if os.environ.get("D2K_WORKER_ROLE") == "solution" and os.environ.get("D2K_WORKER_MEMCHECK") != "1":
-        from torch.profiler import ProfilerActivity, profile
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            with profile(activities=[ProfilerActivity.CUDA]):
+            with gpu_kernel_profiler():
                 torch.zeros(1, device="cuda:0")
                 torch.cuda.synchronize()
 
