@@ -49,7 +49,7 @@ def cmd_show(args) -> int:
     return 0
 
 
-def _one_shot_pool(backend: str, mode: str):
+def _one_shot_pool(backend: str, submit: bool):
     """The started workers of one ``d2k eval``: a solution and a check worker, by exec and side by
     side (a one-shot command gains nothing from a fork server, which would import torch before
     forking them), and for a submission on the GPU the memory-checked one too."""
@@ -58,7 +58,7 @@ def _one_shot_pool(backend: str, mode: str):
 
     pool = WorkerPool(interpret=backend == "interpreter", spares=True, fork=False)
     pool.replenish()
-    if mode == "submit" and backend == "cuda" and (tool := find_memcheck()):
+    if submit and backend == "cuda" and (tool := find_memcheck()):
         pool.keep_memcheck(tool)
         pool.replenish()
     return pool
@@ -80,14 +80,14 @@ def cmd_eval(args) -> int:
     # while this process loads the task (torch's import, seconds): so the backend is first resolved
     # without torch, then confirmed by torch once imported.
     backend = quick_backend(args.backend)
-    pool = _one_shot_pool(backend, args.mode or ("benchmark" if backend == "cuda" else "test"))
+    pool = _one_shot_pool(backend, args.mode == "submit")
     try:
         start_policy()
         task = load_task(args.task)
         if (confirmed := resolve_backend(args.backend)) != backend:
             pool.close()
             backend = confirmed
-            pool = _one_shot_pool(backend, args.mode or ("benchmark" if backend == "cuda" else "test"))
+            pool = _one_shot_pool(backend, args.mode == "submit")
         mode = args.mode or ("benchmark" if backend == "cuda" else "test")
         evaluator = Evaluator(task, backend, pool=pool)
         pool.spares = False  # the one evaluation: no spare is started to replace one it takes

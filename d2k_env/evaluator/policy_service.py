@@ -4,10 +4,9 @@ Some sources make the policy's analysis super-linear (a 91 KB one took the env's
 longer ones minutes), and a parser fault on a pathological source would take the env down with
 it. :func:`check_solution` has :func:`d2k_env.evaluator.policy.check_solution`'s contract, but the
 analysis runs in a long-lived child (started by :func:`start` or on first use, importing torch and
-Triton once): an
-analysis over :data:`TIME_LIMIT_S` is a ``[policy-time]`` violation, the child is killed and the
-next call starts another. One analysis at a time per env process (a lock), so threads never mix
-their answers.
+Triton once): an analysis over :data:`TIME_LIMIT_S` is a ``[policy-time]`` violation, the child is
+killed and the next call starts another. One analysis at a time per env process (a lock), so
+threads never mix their answers.
 
 Usage of the child (this module only): ``python -m d2k_env.evaluator.policy_service``, one JSON
 request per line on stdin (``{"source": ..., "allowed": [...]}``), one JSON answer per line on
