@@ -8,6 +8,7 @@ beside whom); every other test evaluates for real on Triton's interpreter, with 
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -191,6 +192,18 @@ def test_envs_sharing_a_service_in_threads_get_their_own_verdicts_and_nothing_is
     service.close()
     assert _settles(processes), "a process outlived the service"
     assert not list(tmp_path.glob("d2k-*")), "a directory outlived the envs and the service"
+
+
+def test_an_env_given_a_service_keeps_its_spec():
+    """Gymnasium's env.spec is a deep copy of the spec, the service among its kwargs: the copy is
+    the same service (before, copying raised and env.spec was None, with a warning per env)."""
+    with LocalService("interpreter", jobs=1, spares=False) as service:
+        env = gym.make(d2k_env.env_id(RMSNORM), backend="interpreter", evaluator=service)
+        try:
+            assert env.spec is not None and env.spec.kwargs["evaluator"] is service
+            assert copy.deepcopy(service) is service
+        finally:
+            env.close()
 
 
 HANGS = textwrap.dedent("""

@@ -150,6 +150,11 @@ class LocalService:
         raise TypeError("a LocalService serves the process that made it and cannot be pickled: give each "
                         "process its own (an env's default) or share a RayService between processes")
 
+    def __deepcopy__(self, memo: dict) -> "LocalService":
+        """The service itself: it is a handle on shared workers, not a value. Gymnasium deep-copies an
+        env's spec, its kwargs (``evaluator=service``) included, for ``env.spec``."""
+        return self
+
     def __enter__(self) -> "LocalService":
         return self
 

@@ -156,6 +156,11 @@ class RayService:
                           error=f"[service] the Ray actor evaluating this was lost ({type(exc).__name__}); Ray "
                                 "restarts it. Nothing counts from this evaluation: run it again.")
 
+    def __deepcopy__(self, memo: dict) -> "RayService":
+        """The service itself, as for a LocalService: a copy within the process is the same handle
+        (pickling, for another process, gives a handle on the same actors that does not own them)."""
+        return self
+
     def __getstate__(self) -> dict:
         return {"backend": self.backend, "address": self.address, "actors": self._actors,
                 "outstanding": [0] * len(self._actors)}
