@@ -118,7 +118,8 @@ class RunDirectory:
         self.settings = settings
         self._lock = None
         # What the reward-version check read of each episode file, for status() to reuse while the
-        # file is unchanged: (mtime_ns, size) -> (key, status). A resumed run reads each file once.
+        # file is unchanged: file name -> ((mtime_ns, size), key, status). A resumed run reads each
+        # file once.
         self._read: dict[str, tuple[tuple[int, int], EpisodeKey, str]] = {}
 
     def __enter__(self) -> "RunDirectory":

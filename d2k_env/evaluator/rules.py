@@ -30,6 +30,7 @@ class Violation:
     def __str__(self) -> str:
         return f"line {self.line}: [{self.rule}] {self.message}"
 
+
 # Prepended to the examples of every rule: a complete, honest solution minus its forward.
 SCAFFOLD = '''import torch
 import triton

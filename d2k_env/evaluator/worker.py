@@ -416,7 +416,7 @@ class CheckRun(Run):
 def gpu_kernel_profiler():
     """The GPU kernels' profiler (Kineto over CUPTI, no CPU events), taken from the autograd
     profiler that ``torch.profiler.profile`` wraps: the wrapper's start imports ``torch._inductor``
-    (to read a CUDA-graph setting), about 800 modules and 4-6 s of a fresh worker on the H200."""
+    (to read a CUDA-graph setting), about 800 modules and 3.7-5.8 s of a fresh worker on the H200."""
     from torch.autograd.profiler import profile
     return profile(use_cpu=False, use_device="cuda", use_kineto=True)
 
