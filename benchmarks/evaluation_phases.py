@@ -120,24 +120,24 @@ def one_shot(task, backend: str, spans: Spans) -> list[dict]:
     return lines
 
 
-def command(task, backend: str) -> list[dict]:
+def command(task, backend: str, mode: str | None) -> list[dict]:
     lines = []
     for run in (1, 2):
         started = time.time()
         child = subprocess.run([sys.executable, __file__, "--command-child", repr(started), task.id,
-                                str(task.reference_path), backend],
+                                str(task.reference_path), backend, *([mode] if mode else [])],
                                capture_output=True, text=True)
         wall = time.time() - started
         line = json.loads(child.stdout.strip().splitlines()[-1]) if child.returncode in (0, 1) else \
             {"error": child.stderr[-2000:]}
-        line.update(task=task.id, part="command", run=run, seconds=round(wall, 3), load1=round(os.getloadavg()[0], 2))
+        line.update(task=task.id, part="command", mode=mode or "default", run=run, seconds=round(wall, 3), load1=round(os.getloadavg()[0], 2))
         print(json.dumps(line), flush=True)
         lines.append(line)
     return lines
 
 
-def command_child(started: float, task_id: str, reference: str, backend: str) -> None:
-    """``d2k eval TASK_ID REFERENCE --backend BACKEND`` in this process, its steps timed from ``started``
+def command_child(started: float, task_id: str, reference: str, backend: str, mode: str | None = None) -> None:
+    """``d2k eval TASK_ID REFERENCE --backend BACKEND [--mode MODE]`` in this process, its steps timed from ``started``
     (the parent's clock when it started this process); prints one JSON line of spans at exit."""
     import atexit
     import d2k_env.task
@@ -156,7 +156,7 @@ def command_child(started: float, task_id: str, reference: str, backend: str) ->
                                               "spans": spans.items}), flush=True))
     from d2k_env import cli
 
-    cli.main(["eval", task_id, reference, "--backend", backend])
+    cli.main(["eval", task_id, reference, "--backend", backend, *(["--mode", mode] if mode else [])])
 
 
 def episode(task, backend: str, gap: float, spans: Spans) -> list[dict]:
@@ -177,7 +177,7 @@ def episode(task, backend: str, gap: float, spans: Spans) -> list[dict]:
 
 def main() -> None:
     if sys.argv[1:2] == ["--command-child"]:
-        command_child(float(sys.argv[2]), *sys.argv[3:6])
+        command_child(float(sys.argv[2]), *sys.argv[3:7])
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="*", default=None, help="default: every shipped task")
@@ -185,6 +185,8 @@ def main() -> None:
     parser.add_argument("--gap", type=float, default=10.0, help="idle seconds before each episode evaluation")
     parser.add_argument("--parts", nargs="*", default=["one-shot", "episode"],
                         choices=["one-shot", "command", "episode"])
+    parser.add_argument("--mode", default=None, choices=["test", "benchmark", "submit"],
+                        help="the command part's d2k eval --mode (default: the command's own default)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     import torch
@@ -199,7 +201,7 @@ def main() -> None:
         if "one-shot" in args.parts:
             lines += one_shot(task, args.backend, spans)
         if "command" in args.parts:
-            lines += command(task, args.backend)
+            lines += command(task, args.backend, args.mode)
         if "episode" in args.parts:
             lines += episode(task, args.backend, args.gap, spans)
     if args.json:
