@@ -11,6 +11,7 @@ import os
 import secrets
 import signal
 import stat
+import statistics
 import shutil
 import time
 import warnings
@@ -254,16 +255,27 @@ class Evaluator:
                           "speedup", "speedup_ci", "roofline_ms", "roofline_fraction", "graph_solution_ms",
                           "graph_baseline_ms"):
                 setattr(w, field, getattr(second, field))
-            still = suspect(second.baseline_ms, self._floor_ms(w.name, result.ceilings),
-                            self.baseline_times.earlier(keys[w.name]))
+            earlier = self.baseline_times.earlier(keys[w.name])
+            still = suspect(second.baseline_ms, self._floor_ms(w.name, result.ceilings), earlier)
+            usual = statistics.median(earlier) if earlier else None
             if still is None:
                 self.baseline_times.record(keys[w.name], second.baseline_ms)
                 outcome = f"re-measured {second.baseline_ms:.4f} ms"
-            elif agree(first, second.baseline_ms) and "roofline" not in still:
-                # Two runs agree with each other, not with the cache: this device's time has changed.
+            elif usual is not None and second.baseline_ms < usual and agree(first, second.baseline_ms) and \
+                    "roofline" not in still:
+                # Two runs agree on a faster baseline than the cache's: the cache was slow (it may
+                # have been filled under load). A slower one is never adopted: a solution can slow
+                # the baseline, never speed it up.
                 self.baseline_times.record(keys[w.name], second.baseline_ms, restart=True)
                 outcome = (f"re-measured {second.baseline_ms:.4f} ms, which agrees with the first run: the "
                            f"earlier medians were replaced")
+            elif usual is not None and second.baseline_ms > usual:
+                # Still slower than this device's baseline runs: never pay more than they support.
+                scale = usual / second.baseline_ms
+                w.speedup *= scale
+                w.speedup_ci = (w.speedup_ci[0] * scale, w.speedup_ci[1] * scale) if w.speedup_ci else None
+                outcome = (f"re-measured {second.baseline_ms:.4f} ms, still off: {still}; the speedup is taken "
+                           f"against the earlier median ({w.speedup:.3f}x)")
             else:
                 outcome = f"re-measured {second.baseline_ms:.4f} ms, still off: {still}"
             w.baseline_note = f"re-measured because {reasons[w.name]}; {outcome}"
