@@ -130,7 +130,7 @@ def test_a_re_measured_run_that_fails_is_not_paid(tmp_path):
     ev._run = failing_second
     result = evaluate(ev)
     w = workload(result, "8192x8192")
-    assert not w.correct and w.message.startswith("[baseline-remeasure]") and not result.correct
+    assert not w.correct and w.message.startswith("baseline re-measure failed: wrong values") and not result.correct
 
 
 def test_a_worker_cannot_write_the_note_or_the_lease(tmp_path):

@@ -155,7 +155,7 @@ def test_a_memory_checked_run_that_does_not_complete_is_not_paid(tmp_path, tool,
     result = submit(ev)
     assert not result.correct, f"paid although the memory-checked run did not complete ({how})"
     wrong = [w for w in result.workloads if not w.correct]
-    assert len(wrong) == 1 and wrong[0].heldout and wrong[0].message.startswith(("[memcheck-incomplete]",
+    assert len(wrong) == 1 and wrong[0].heldout and wrong[0].message.startswith(("memory check incomplete:",
                                                                                   "the held-out shapes did not run"))
     assert result.sandbox["memcheck"].startswith("did not complete")
     assert all(w.correct for w in result.workloads if not w.heldout)

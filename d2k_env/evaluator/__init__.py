@@ -248,7 +248,7 @@ class Evaluator:
             first, second = w.baseline_ms, fresh.get(w.name)
             if second is None or not second.correct or second.baseline_ms is None:
                 why = again.error or (second.message if second is not None else "no result for it")
-                w.correct, w.message = False, f"[baseline-remeasure] the re-measured run failed: {why}"
+                w.correct, w.message = False, f"baseline re-measure failed: {why}"
                 w.baseline_note = f"re-measured because {reasons[w.name]}; the re-measured run failed"
                 continue
             for field in ("baseline_ms", "solution_ms", "baseline_spread", "solution_spread", "repetitions",
@@ -467,7 +467,7 @@ def _memcheck_failed(req: EvalRequest, result: EvalResult, tool: MemcheckTool | 
     """A submission whose memory-checked run did not complete, on a machine with the tool: not paid.
     Its first held-out shape carries the verdict (the solution may be blameless: the check failed)."""
     version = tool.version if tool is not None else "(version unknown)"
-    message = (f"[memcheck-incomplete] the held-out shapes' run under compute-sanitizer {version} memcheck did "
+    message = (f"memory check incomplete: the held-out shapes' run under compute-sanitizer {version} memcheck did "
                f"not complete: {why}. This machine has the memory checker, so a submission it could not "
                f"check is not paid (this may be the harness's fault, not the solution's: submit again)")
     result.sandbox["memcheck"] = f"did not complete: {why}"
