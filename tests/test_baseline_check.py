@@ -161,3 +161,12 @@ def test_suspect_names_the_floor_and_the_band():
     assert suspect(0.095, 0.1, []) is None  # within the floor's slack
     assert suspect(1.0 + BAND - 1e-9, None, [1.0, 1.0]) is None
     assert "above" in suspect(1.0 + BAND + 1e-3, None, [1.0]) and "below" in suspect(0.7, None, [1.0])
+
+
+def test_an_unwritable_cache_never_stops_an_evaluation(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    cache = BaselineTimes(blocker / "times.json")  # its directory cannot be made: a file is in the way
+    with pytest.warns(RuntimeWarning, match="could not be written"):
+        cache.record("k", 1.0)
+    assert cache.earlier("k") == []

@@ -171,3 +171,14 @@ def test_a_lease_is_not_taken_twice_by_one_holder(tmp_path):
     with lease, pytest.raises(RuntimeError, match="already held"):
         lease.acquire()
     assert not lease.held
+
+
+def test_a_service_job_holds_the_lease_for_the_whole_job_and_says_so(tmp_path, monkeypatch):
+    from d2k_env.evaluator.protocol import EvalResult
+    from d2k_env.service import EvalJob, LocalService
+
+    monkeypatch.setattr(LocalService, "_evaluate", lambda self, lane, pool, pending: EvalResult(pending.job.mode, "cuda"))
+    with LocalService("cuda", gpus=["5"], lanes_per_gpu=1, spares=False, lease_dir=tmp_path) as service:
+        timed, untimed = (service.submit(EvalJob("fused_add_rmsnorm", "", m)).result(60) for m in ("submit", "test"))
+    assert [(r["phase"], r["exclusive"], r["gpu"]) for r in timed.lease] == [("job", True, physical_gpu("5"))]
+    assert [(r["phase"], r["exclusive"]) for r in untimed.lease] == [("job", False)]

@@ -21,6 +21,7 @@ import json
 import os
 import statistics
 import tempfile
+import warnings
 from pathlib import Path
 
 ROOFLINE_SLACK = 0.10  # a time may undercut its floor by this much (ceilings are measured, with noise)
@@ -48,25 +49,37 @@ class BaselineTimes:
     """Earlier baseline medians in a JSON file shared by the processes of one user: ``{key: [ms, ...]}``,
     the newest ``KEEP`` per key. Reads and writes hold an ``flock`` on a lock file beside it; a
     write replaces the file whole. An unreadable or malformed file counts as empty (and is replaced at
-    the next write): the cache can only make a check stricter, never decide a verdict alone."""
+    the next write), and a write that fails is skipped with a warning: the cache can only make a check
+    stricter, never decide a verdict alone, nor stop an evaluation."""
 
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path is not None else default_path()
 
     def earlier(self, key: str) -> list[float]:
-        with self._locked(fcntl.LOCK_SH):
-            return self._read().get(key, [])
+        try:
+            with self._locked(fcntl.LOCK_SH):
+                return self._read().get(key, [])
+        except OSError:
+            return []
 
     def record(self, key: str, ms: float, restart: bool = False) -> None:
         """Add ``ms`` to ``key``'s medians (``restart``: in place of them)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._locked(fcntl.LOCK_EX):
-            data = self._read()
-            data[key] = ([] if restart else data.get(key, []))[-(KEEP - 1):] + [float(ms)]
-            fd, tmp = tempfile.mkstemp(prefix=".baseline-times-", dir=self.path.parent)
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, indent=1, sort_keys=True)
-            os.replace(tmp, self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._locked(fcntl.LOCK_EX):
+                data = self._read()
+                data[key] = ([] if restart else data.get(key, []))[-(KEEP - 1):] + [float(ms)]
+                fd, tmp = tempfile.mkstemp(prefix=".baseline-times-", dir=self.path.parent)
+                try:
+                    with os.fdopen(fd, "w") as f:
+                        json.dump(data, f, indent=1, sort_keys=True)
+                    os.replace(tmp, self.path)
+                except BaseException:
+                    os.unlink(tmp)
+                    raise
+        except OSError as exc:
+            warnings.warn(f"d2k-env: the baseline times cache {self.path} could not be written ({exc})",
+                          RuntimeWarning, stacklevel=2)
 
     def _read(self) -> dict[str, list[float]]:
         try:
