@@ -78,8 +78,9 @@ class Evaluator:
     solution (expected outputs, comparison). ``cache_dir`` holds the Triton cache, so unchanged
     kernels are not recompiled between evaluations; ceilings (bandwidth, GEMM rate) measured by the
     first timed evaluation are reused by later ones. On the GPU a ``submit`` that passed runs its
-    held-out shapes once more under compute-sanitizer's memcheck where the machine has it
-    (``memcheck=False`` skips that; the result's ``sandbox["memcheck"]`` says what happened).
+    held-out shapes once more under compute-sanitizer's memcheck where the machine has it; there, a
+    run that does not complete leaves the submission unpaid (``memcheck=False`` skips the run; every
+    GPU result's ``sandbox["memcheck"]`` says whether it ran and how it ended).
 
     Workers come from ``pool`` (a :class:`~d2k_env.evaluator.pool.WorkerPool` of the same backend,
     shared with other evaluators of the calling thread: an evaluation service's lane), or from a
