@@ -8,6 +8,7 @@ import re
 from d2k_env.evaluator.protocol import EvalResult
 from d2k_env.evaluator.rules import advice
 
+LEASE_WAIT_SAID_S = 1.0  # shorter waits go unsaid in the verdict (the result's lease lists them all)
 _RULE = re.compile(r"\[([a-z][a-z0-9-]*)\]")
 
 
@@ -47,11 +48,20 @@ def format_result(result: EvalResult, title: str = "") -> str:
                 if w.graph_solution_ms is not None:
                     lines.append(f"{'':<16}     in a CUDA graph (launch-bound): baseline "
                                  f"{_fmt(w.graph_baseline_ms, '.4f')} ms, solution {w.graph_solution_ms:.4f} ms")
+                if w.baseline_note:
+                    lines.append(f"{'':<16}     baseline {w.baseline_note}")
             else:
                 errs = ""
                 if w.max_abs_err is not None and w.correct:
                     errs = f" (max abs err {w.max_abs_err:.3g}, max rel err {w.max_rel_err:.3g})"
                 lines.append(f"{w.name:<16} {ok:<3} {w.message}{errs}")
+    # Every GPU verdict says whether the memory checker ran on the held-out shapes, and how it ended.
+    if result.backend == "cuda" and result.sandbox.get("memcheck"):
+        lines.append(f"memory check: {result.sandbox['memcheck']}")
+    # A wait for the GPU's lease is another evaluation's timed phase: it explains a slow evaluation.
+    if waited := sum(held.get("waited_s", 0) for held in result.lease):
+        if waited >= LEASE_WAIT_SAID_S:
+            lines.append(f"waited {waited:.1f} s for the GPU's lease (other evaluations' phases held it)")
     # What an honest solution does instead, once per rule the verdict names (the policy's refusals
     # carry theirs already; run-time rules get theirs here).
     named = _RULE.findall("\n".join([result.error or "", *(w.message for w in result.workloads if not w.correct)]))

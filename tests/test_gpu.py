@@ -129,3 +129,23 @@ def test_reference_is_right_on_heldout_shapes_on_the_gpu(task_id):
         held = [w for w in result.workloads if w.name.startswith("held-out")]
         assert result.correct and len(held) == 2, format_result(result)
     ev.close()
+
+
+def test_four_concurrent_submits_give_the_speedups_of_one_alone(tmp_path):
+    """Issue 24: three `d2k eval --mode submit` at once doubled the baseline's time and the speedup
+    with it. Under the machine-wide lease, four at once must each report every workload's speedup
+    within the interval of the one alone, and the memory check's state (see
+    benchmarks/concurrent_submits_gpu.py, which this runs on the quant task)."""
+    import json
+    import subprocess
+    import sys
+
+    script = project_root() / "benchmarks" / "concurrent_submits_gpu.py"
+    done = subprocess.run([sys.executable, str(script), str(tmp_path), "--tasks", "per_token_group_quant_fp8",
+                           "-n", "4"], capture_output=True, text=True, timeout=900, cwd=project_root())
+    print(done.stdout[-6000:])
+    report = json.loads((tmp_path / "concurrent-submits.json").read_text())
+    assert not report["failures"], report["failures"]
+    quant = report["report"]["per_token_group_quant_fp8"]
+    assert all(quant["correct"]) and all(m for m in quant["memcheck"]), quant
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -11,13 +11,17 @@ import os
 import secrets
 import signal
 import stat
+import statistics
 import shutil
 import time
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 
 from d2k_env import tempdirs
+from d2k_env.evaluator.baseline_check import BaselineTimes, agree, cache_key, suspect
+from d2k_env.evaluator.gpu_lease import leased, physical_gpu
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult, derive_seed, inputs_key
 from d2k_env.evaluator.memcheck import ABSENT, MEMCHECK_EXIT, MemcheckTool, find_memcheck, first_report, never_attached
 from d2k_env.evaluator.policy_service import check_solution, start as start_policy
@@ -28,6 +32,7 @@ from d2k_env.evaluator.sandbox import MEMORY_LIMIT, PhaseLimits, Worker, WorkerO
 from d2k_env.task import Task
 
 BACKENDS = ("auto", "cuda", "interpreter")
+TIMED_MODES = ("benchmark", "submit", "profile")  # on the GPU: their solution run holds its GPU alone
 
 __all__ = ["BACKENDS", "EvalResult", "Evaluator", "PhaseLimits", "WorkloadResult", "quick_backend", "resolve_backend"]
 
@@ -73,8 +78,9 @@ class Evaluator:
     solution (expected outputs, comparison). ``cache_dir`` holds the Triton cache, so unchanged
     kernels are not recompiled between evaluations; ceilings (bandwidth, GEMM rate) measured by the
     first timed evaluation are reused by later ones. On the GPU a ``submit`` that passed runs its
-    held-out shapes once more under compute-sanitizer's memcheck where the machine has it
-    (``memcheck=False`` skips that; the result's ``sandbox["memcheck"]`` says what happened).
+    held-out shapes once more under compute-sanitizer's memcheck where the machine has it; there, a
+    run that does not complete leaves the submission unpaid (``memcheck=False`` skips the run; every
+    GPU result's ``sandbox["memcheck"]`` says whether it ran and how it ended).
 
     Workers come from ``pool`` (a :class:`~d2k_env.evaluator.pool.WorkerPool` of the same backend,
     shared with other evaluators of the calling thread: an evaluation service's lane), or from a
@@ -83,11 +89,22 @@ class Evaluator:
     (the workers' ``CUDA_VISIBLE_DEVICES``: one index or UUID as the caller's driver names it)
     pins the evaluations to one GPU; it must match the pool's. ``close()`` ends the spares of its
     own pool; they never outlive the evaluator, the thread that started them, or the process.
+
+    On the GPU every phase holds its GPU's machine-wide lease (:mod:`~d2k_env.evaluator.gpu_lease`,
+    files in ``lease_dir``): the solution run of a timed mode exclusively, the untimed runs shared;
+    the result's ``lease`` lists what each phase held and how long it waited. ``take_leases=False``
+    is for a caller that holds the lease for the whole evaluation itself (an evaluation service's
+    lane). Each timed baseline median is checked against its roofline floor and this device's
+    earlier medians in ``baseline_times`` (a :class:`~d2k_env.evaluator.baseline_check.BaselineTimes`;
+    default: the user's cache file) and re-measured once when off; the workload's ``baseline_note``
+    says so.
     """
 
     def __init__(self, task: Task, backend: str = "auto", cache_dir: str | Path | None = None,
                  limits: PhaseLimits | None = None, time_budget_s: float = 3.0, memcheck: bool = True,
-                 spares: bool = False, gpu: str | None = None, pool: WorkerPool | None = None):
+                 spares: bool = False, gpu: str | None = None, pool: WorkerPool | None = None,
+                 lease_dir: str | Path | None = None, take_leases: bool = True,
+                 baseline_times: BaselineTimes | None = None):
         self.task = task
         self.backend = resolve_backend(backend)
         if pool is not None and (pool.interpret != (self.backend == "interpreter") or pool.gpu != gpu):
@@ -101,6 +118,10 @@ class Evaluator:
         self.ceilings: dict[str, float] | None = None
         self.memcheck = memcheck
         self.gpu = gpu
+        self.lease_dir = Path(lease_dir) if lease_dir is not None else None
+        self.take_leases = take_leases
+        self._lease_key: str | None = None
+        self.baseline_times = baseline_times if baseline_times is not None else BaselineTimes()
         self._own_pool = pool is None
         self.pool = pool or WorkerPool(interpret=self.backend == "interpreter", gpu=gpu, spares=spares)
         start_policy()  # the policy's child imports torch while nothing is asked of it yet
@@ -149,37 +170,126 @@ class Evaluator:
                           mode=mode, device="cuda" if self.can_time else "cpu", workloads=names,
                           smoke=not self.can_time, seed=inputs_key(seed), time_budget_s=self.time_budget_s,
                           ceilings=self.ceilings, heldout=heldout, nonce=secrets.token_hex(16))
-        if self.can_time and mode in ("benchmark", "submit", "profile"):
+        timed = self.can_time and mode in TIMED_MODES
+        if timed:
             self.pool.wait_warm()  # nothing beside a timed run: a spare still starting up would be
-        result, solution = self._run(req)
+        leases: list[dict] = []
+        with self._lease("solution", timed, leases):
+            result, solution = self._run(req)
         # A submission whose published shapes pass runs its held-out shapes once more under the GPU
         # memory checker, beside the check process (neither is timed): the solution run's own
         # verdicts start it, the check's decide whether its finding counts.
         memchecking = None
         try:
+            if timed and mode != "profile" and result.error is None:
+                self._revalidate_baselines(req, result, leases)
             if self._memcheck_due(req, result):
-                memchecking = self._start_memcheck(req)
+                memchecking = self._start_memcheck(req, leases)
             if result.error is None and mode != "profile" and any(w.correct for w in result.workloads):
                 passed = {w.name for w in result.workloads if w.correct}
-                check, checker = self._run(dataclasses.replace(
-                    req, role="check", nonce=secrets.token_hex(16), workloads=[n for n in names if n in passed],
-                    heldout=[w for w in heldout if w["name"] in passed]), outputs=solution.outputs_dir)
+                with self._lease("check", False, leases):
+                    check, checker = self._run(dataclasses.replace(
+                        req, role="check", nonce=secrets.token_hex(16), workloads=[n for n in names if n in passed],
+                        heldout=[w for w in heldout if w["name"] in passed]), outputs=solution.outputs_dir)
                 checker.close()
                 result = merge_check(result, check)
         finally:
             solution.close()
-            memchecked = memchecking.result() if isinstance(memchecking, Future) else memchecking
+            memchecked = _outcome_of(memchecking)
         # Once the published shapes pass: a stray store may also have made a held-out shape wrong,
         # and the checker's verdict names the cause.
         if memchecked is not None and self._memcheck_due(req, result):
             result = self._memcheck_verdict(req, result, memchecked)
+        elif self.can_time and "memcheck" not in result.sandbox:
+            result.sandbox["memcheck"] = _memcheck_not_due(req, result)
         held = {w["name"] for w in heldout}
         for w in result.workloads:
             w.heldout = w.name in held
         if result.ceilings and self.ceilings is None:
             self.ceilings = result.ceilings
+        result.lease = leases
         self.pool.replenish()
         return result
+
+    def _lease(self, phase: str, exclusive: bool, record: list[dict]):
+        """The GPU's machine-wide lease for ``phase`` (exclusive for a timed run), recorded in
+        ``record``; nothing on the interpreter, or where the caller holds the lease itself."""
+        if not (self.can_time and self.take_leases):
+            return nullcontext()
+        if self._lease_key is None:
+            self._lease_key = physical_gpu(self.gpu)
+        return leased(self._lease_key, exclusive, phase, record, self.lease_dir)
+
+    def _revalidate_baselines(self, req: EvalRequest, result: EvalResult, leases: list[dict]) -> None:
+        """Check each timed baseline median against its roofline floor and this device's earlier
+        medians; re-measure the suspect workloads once (a benchmark run of those alone, under the
+        exclusive lease) and take that run's times (and its verdict, should it fail there). A time
+        believed (first or re-measured, or two that agree with each other) enters the cache."""
+        keys, reasons = {}, {}
+        for w in result.workloads:
+            if w.baseline_ms is None or not w.correct:
+                continue
+            keys[w.name] = cache_key(result.device_name, result.versions.get("torch", "?"), self.task.id, w.name)
+            if why := suspect(w.baseline_ms, self._floor_ms(w.name, result.ceilings),
+                              self.baseline_times.earlier(keys[w.name])):
+                reasons[w.name] = why
+            else:
+                self.baseline_times.record(keys[w.name], w.baseline_ms)
+        if not reasons:
+            return
+        again_req = dataclasses.replace(req, mode="benchmark", workloads=[n for n in req.workloads if n in reasons],
+                                        heldout=[], nonce=secrets.token_hex(16), ceilings=result.ceilings)
+        with self._lease("re-measure", True, leases):
+            again, worker = self._run(again_req)
+        worker.close()
+        fresh = {w.name: w for w in again.workloads} if again.error is None else {}
+        for w in result.workloads:
+            if w.name not in reasons:
+                continue
+            first, second = w.baseline_ms, fresh.get(w.name)
+            if second is None or not second.correct or second.baseline_ms is None:
+                why = again.error or (second.message if second is not None else "no result for it")
+                w.correct, w.message = False, f"baseline re-measure failed: {why}"
+                w.baseline_note = f"re-measured because {reasons[w.name]}; the re-measured run failed"
+                continue
+            for field in ("baseline_ms", "solution_ms", "baseline_spread", "solution_spread", "repetitions",
+                          "speedup", "speedup_ci", "roofline_ms", "roofline_fraction", "graph_solution_ms",
+                          "graph_baseline_ms"):
+                setattr(w, field, getattr(second, field))
+            earlier = self.baseline_times.earlier(keys[w.name])
+            still = suspect(second.baseline_ms, self._floor_ms(w.name, result.ceilings), earlier)
+            usual = statistics.median(earlier) if earlier else None
+            if still is None:
+                self.baseline_times.record(keys[w.name], second.baseline_ms)
+                outcome = f"re-measured {second.baseline_ms:.4f} ms"
+            elif usual is not None and second.baseline_ms < usual and agree(first, second.baseline_ms) and \
+                    "roofline" not in still:
+                # Two runs agree on a faster baseline than the cache's: the cache was slow (it may
+                # have been filled under load). A slower one is never adopted: a solution can slow
+                # the baseline, never speed it up.
+                self.baseline_times.record(keys[w.name], second.baseline_ms, restart=True)
+                outcome = (f"re-measured {second.baseline_ms:.4f} ms, which agrees with the first run: the "
+                           f"earlier medians were replaced")
+            elif usual is not None and second.baseline_ms > usual:
+                # Still slower than this device's baseline runs: never pay more than they support.
+                scale = usual / second.baseline_ms
+                w.speedup *= scale
+                w.speedup_ci = (w.speedup_ci[0] * scale, w.speedup_ci[1] * scale) if w.speedup_ci else None
+                outcome = (f"re-measured {second.baseline_ms:.4f} ms, still off: {still}; the speedup is taken "
+                           f"against the earlier median ({w.speedup:.3f}x)")
+            else:
+                outcome = f"re-measured {second.baseline_ms:.4f} ms, still off: {still}"
+            w.baseline_note = f"re-measured because {reasons[w.name]}; {outcome}"
+
+    def _floor_ms(self, name: str, ceilings: dict[str, float] | None) -> float | None:
+        """The roofline floor of published workload ``name`` under ``ceilings`` (None without them)."""
+        if not ceilings:
+            return None
+        try:
+            workload = self.task.workload(name)
+        except KeyError:
+            return None
+        return self.task.roofline(workload).floor_ms(ceilings["bandwidth_gbs"], ceilings["tflops"])
 
     def _run(self, req: EvalRequest, outputs: Path | None = None) -> tuple[EvalResult, Worker]:
         """Run ``req`` on a worker of its role (see :meth:`_take_and_run`); returns the result and the
@@ -237,7 +347,9 @@ class Evaluator:
                     w.speedup = w.speedup_ci = w.solution_ms = w.baseline_ms = None
         result.output = outcome.output
         result.sandbox = _layers(outcome, result)
-        result.queue = {}  # the service's to say, never the worker's
+        result.queue, result.lease = {}, []  # the service's and the evaluator's to say, never the worker's
+        for w in result.workloads:
+            w.baseline_note = None
         return result
 
     def _memcheck_due(self, req: EvalRequest, result: EvalResult) -> bool:
@@ -247,51 +359,71 @@ class Evaluator:
         return req.mode == "submit" and self.can_time and bool(req.heldout) and result.error is None and \
             all(w.correct for w in result.workloads if w.name not in held)
 
-    def _start_memcheck(self, req: EvalRequest) -> "Future | str":
+    def _start_memcheck(self, req: EvalRequest, leases: list[dict]) -> "Future | str | MemcheckFailed":
         """The held-out shapes once more, under the GPU memory checker, started on a thread of its own:
-        a future of the run (see :meth:`_run_memcheck`), or the sandbox note saying why none runs."""
+        a future of the run (see :meth:`_run_memcheck`), the sandbox note saying why none runs (no
+        tool, or switched off), or :class:`MemcheckFailed` when the machine has the tool and its run
+        could not start."""
         tool = find_memcheck() if self.memcheck else None
         if tool is None:
             return ABSENT if self.memcheck else "off: Evaluator(memcheck=False)"
-        self.pool.keep_memcheck(tool)
         checked = dataclasses.replace(req, mode="test", workloads=[], memcheck=True, nonce=secrets.token_hex(16))
-        # Taken on this thread: a spare started by exec serves only the thread that started it.
-        taken = self.pool.take(MEMCHECK)
+        try:
+            self.pool.keep_memcheck(tool)
+            # Taken on this thread: a spare started by exec serves only the thread that started it.
+            taken = self.pool.take(MEMCHECK)
+        except Exception as exc:  # noqa: BLE001 - a check that cannot start is a verdict, not a crash
+            return MemcheckFailed(tool, f"its worker could not start ({type(exc).__name__}: {exc})")
         executor = ThreadPoolExecutor(1, thread_name_prefix="d2k-memcheck")
         try:
-            return executor.submit(self._run_memcheck, tool, checked, taken)
+            return executor.submit(self._run_memcheck, tool, checked, taken, leases)
         finally:
             executor.shutdown(wait=False)  # its thread ends with the run
 
-    def _run_memcheck(self, tool: MemcheckTool, checked: EvalRequest, taken: tuple[Worker, bool]) -> tuple:
+    def _run_memcheck(self, tool: MemcheckTool, checked: EvalRequest, taken: tuple[Worker, bool],
+                      leases: list[dict]) -> "tuple | MemcheckFailed":
         started = time.monotonic()
-        checked, outcome, worker = self._take_and_run(MEMCHECK, checked, taken=taken)
+        try:
+            with self._lease("memcheck", False, leases):
+                checked, outcome, worker = self._take_and_run(MEMCHECK, checked, taken=taken)
+        except Exception as exc:  # noqa: BLE001 - as in _start_memcheck
+            taken[0].close()
+            return MemcheckFailed(tool, f"its run raised ({type(exc).__name__}: {exc})")
         worker.close()
         run = self._read_result(checked, outcome.result) if outcome.result is not None else None
         return tool, checked, outcome, run, time.monotonic() - started
 
-    def _memcheck_verdict(self, req: EvalRequest, result: EvalResult, memchecked: "tuple | str") -> EvalResult:
+    def _memcheck_verdict(self, req: EvalRequest, result: EvalResult,
+                          memchecked: "tuple | str | MemcheckFailed") -> EvalResult:
         """The memory-checked run's verdict on ``result``: an invalid access (named on the held-out shape
         it broke, over any wrong values there), or a run that does not end cleanly under it (the
-        solution could have killed it), scores 0. A note alone where no checker ran."""
+        solution could have killed it), scores 0. Where the machine has the tool and its run did not
+        complete (it could not start, could not attach, crashed or ran out of time), the check that
+        should have run did not: that scores 0 too (fails closed), saying so. A note alone where the
+        machine has no checker or the caller switched it off."""
         if isinstance(memchecked, str):
             result.sandbox["memcheck"] = memchecked
             return result
+        if isinstance(memchecked, MemcheckFailed):
+            return _memcheck_failed(req, result, memchecked.tool, memchecked.why)
         tool, checked, outcome, run, seconds = memchecked
         layers = _layers(outcome, run)
         # The tool's own exit (a positive status: a signal would mean it was killed) with its own words.
         if outcome.returncode not in (None, 0, MEMCHECK_EXIT) and outcome.returncode > 0 and \
                 never_attached(outcome.memcheck_log):
-            result.sandbox["memcheck"] = (f"absent: compute-sanitizer {tool.version} could not attach to a worker "
-                                          f"inside the sandbox; the held-out shapes ran without a GPU memory checker")
-            return result
-        result.sandbox["memcheck"] = (f"compute-sanitizer {tool.version} memcheck on the held-out shapes, "
-                                      f"{seconds:.1f} s, under " + "; ".join(f"{k}: {v}" for k, v in layers.items()))
+            return _memcheck_failed(req, result, tool, "it could not attach to the worker inside the sandbox "
+                                                       f"(exit status {outcome.returncode})")
+        summary = (f"compute-sanitizer {tool.version} memcheck on the held-out shapes, {seconds:.1f} s, under "
+                   + "; ".join(f"{k}: {v}" for k, v in layers.items()))
         if problem := memcheck_problem(checked, outcome, run):
             failed = [w.name for w in (run.workloads if run else []) if not w.correct]
             held = [w for w in result.workloads if w.name in {h["name"] for h in req.heldout}]
             target = next((w for w in held if w.name in failed), held[0])
             target.correct, target.message = False, problem
+            ended = outcome.returncode == MEMCHECK_EXIT or (run is not None and outcome.returncode == 0)
+            result.sandbox["memcheck"] = f"{'ran, found a problem' if ended else 'did not complete'}: {summary}"
+        else:
+            result.sandbox["memcheck"] = f"ran, clean: {summary}"
         return result
 
     def _read_result(self, req: EvalRequest, data: dict) -> EvalResult:
@@ -313,6 +445,48 @@ class Evaluator:
             self.pool.close()
         if self._own_cache is not None:
             self._own_cache.cleanup()
+
+
+class MemcheckFailed:
+    """The memory-checked run on a machine with the tool did not complete: ``why``."""
+
+    def __init__(self, tool: MemcheckTool, why: str):
+        self.tool, self.why = tool, why
+
+
+def _outcome_of(memchecking: "Future | str | MemcheckFailed | None") -> "tuple | str | MemcheckFailed | None":
+    """What the memory-checked run came to: its future's value (an exception in it: a failed run)."""
+    if not isinstance(memchecking, Future):
+        return memchecking
+    try:
+        return memchecking.result()
+    except Exception as exc:  # noqa: BLE001 - the run's own errors are caught in it; this is the rest
+        return MemcheckFailed(find_memcheck(), f"its run raised ({type(exc).__name__}: {exc})")
+
+
+def _memcheck_failed(req: EvalRequest, result: EvalResult, tool: MemcheckTool | None, why: str) -> EvalResult:
+    """A submission whose memory-checked run did not complete, on a machine with the tool: not paid.
+    Its first held-out shape carries the verdict (the solution may be blameless: the check failed)."""
+    version = tool.version if tool is not None else "(version unknown)"
+    message = (f"memory check incomplete: the held-out shapes' run under compute-sanitizer {version} memcheck did "
+               f"not complete: {why}. This machine has the memory checker, so a submission it could not "
+               f"check is not paid (this may be the harness's fault, not the solution's: submit again)")
+    result.sandbox["memcheck"] = f"did not complete: {why}"
+    held = [w for w in result.workloads if w.name in {h["name"] for h in req.heldout}]
+    if held:
+        held[0].correct, held[0].message = False, message
+    else:
+        result.error = message
+    return result
+
+
+def _memcheck_not_due(req: EvalRequest, result: EvalResult) -> str:
+    """The memory check's state on a GPU result whose held-out shapes were not memory-checked."""
+    if req.mode != "submit":
+        return f"not run: only a submission's held-out shapes are memory-checked (this was {req.mode})"
+    if not req.heldout:
+        return "not run: this submission has no held-out shapes"
+    return "not run: the submission already failed (its error or a published shape decides the verdict)"
 
 
 _absent_said = False

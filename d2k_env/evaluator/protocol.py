@@ -81,6 +81,7 @@ class WorkloadResult:
     graph_solution_ms: float | None = None  # per call, replayed in a CUDA graph (launch-bound workloads)
     graph_baseline_ms: float | None = None
     heldout: bool = False  # a held-out shape of a submission: checked, never timed
+    baseline_note: str | None = None  # the evaluator's: why the baseline was re-measured, and what came of it
 
 
 @dataclass
@@ -99,6 +100,8 @@ class EvalResult:
     output: str = ""  # what the solution printed (clipped)
     sandbox: dict[str, str] = field(default_factory=dict)  # each isolation layer and its state, by name
     queue: dict[str, Any] = field(default_factory=dict)  # where and how long a service's job waited
+    # The GPU leases its phases held (see gpu_lease): phase, gpu, exclusive, waited_s, held_s each.
+    lease: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def correct(self) -> bool:

@@ -33,6 +33,7 @@ import torch
 
 from d2k_env.evaluator.checking import as_tuple, verdict_for
 from d2k_env.evaluator.confine import seccomp
+from d2k_env.evaluator.baseline_check import ROOFLINE_SLACK
 from d2k_env.evaluator.guard_bands import GuardBand, band_problem, guard_inputs
 from d2k_env.evaluator.guards import LaunchCounter, TorchWorkGuard, harness_fingerprint, output_problems
 from d2k_env.evaluator.kept_state import kept_tensors, state_fingerprint
@@ -47,8 +48,8 @@ TIMED_SETS = 3
 # accumulator. A solution doing its work in torch ops lands far below.
 MIN_OWN_KERNEL_SHARE = 0.75
 # A time below the roofline floor is impossible; the floor comes from ceilings measured on the
-# machine (best of 20), whose noise is a few percent, so only times 10% under it are rejected.
-ROOFLINE_SLACK = 0.10
+# machine (best of 20), whose noise is a few percent, so only times 10% under it are rejected
+# (ROOFLINE_SLACK, the same slack the evaluator allows a baseline's time).
 
 
 def load_module(path: str, name: str, source: str | None = None) -> ModuleType:

@@ -5,8 +5,10 @@ process's fork server; a spare lives until its lane closes its pool). Jobs wait 
 queue, first come first served, under one rule per GPU: a timed job (``benchmark``, ``submit`` and
 ``profile`` on the GPU) starts only when nothing else of this service runs on its GPU, and while a
 timed job waits, no correctness-only job starts on a busy GPU ahead of it; correctness-only jobs
-share. Between services (other processes) the same rule holds through the GPU's lease file (see
-:mod:`d2k_env.service.gpus`). Every worker gets its lane's GPU as its only ``CUDA_VISIBLE_DEVICES``.
+share. Between services, envs and ``d2k eval`` (other processes) the same rule holds through the
+GPU's machine-wide lease (see :mod:`d2k_env.evaluator.gpu_lease`), which a job holds from its start
+to its end (so its evaluator takes none of its own). Every worker gets its lane's GPU as its only
+``CUDA_VISIBLE_DEVICES``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from d2k_env import tempdirs
 from d2k_env.evaluator import Evaluator, EvalResult, resolve_backend
 from d2k_env.evaluator.memcheck import find_memcheck
 from d2k_env.evaluator.pool import WorkerPool
-from d2k_env.service.gpus import GpuLease, lock_directory, visible_gpus
+from d2k_env.service.gpus import GpuLease, lock_directory, physical_gpu, visible_gpus
 from d2k_env.service.job import EvalJob
 from d2k_env.task import Task, load_task
 
@@ -69,7 +71,8 @@ class LocalService:
 
     Each result's ``queue`` says where and how long its job waited: ``lane``, ``gpu``, ``position``
     (jobs ahead of it when it came), ``waited_s`` (until its lane started it, leases included), and
-    when it held its GPU: ``started`` and ``ended`` (Unix time).
+    when it held its GPU: ``started`` and ``ended`` (Unix time); its ``lease`` the GPU's lease the job
+    held (phase ``job``).
     The device's ceilings (bandwidth, GEMM rate) are measured by a lane's first timed job and reused
     by the lane after. ``close()`` ends the lanes (a job already running finishes; queued ones are
     cancelled) and their workers; nothing outlives it or the process.
@@ -223,9 +226,10 @@ class LocalService:
 
     def _run(self, lane: _Lane, pool: WorkerPool, pending: _Pending) -> EvalResult:
         """The job, under its GPU's lease (exclusive when timed), with where and how long it waited."""
-        lease = GpuLease(lane.gpu, pending.timed, self.lease_dir) if lane.gpu is not None else None
+        lease = GpuLease(physical_gpu(lane.gpu), pending.timed, self.lease_dir) if lane.gpu is not None else None
         if lease is not None:
             lease.acquire()
+        held = time.monotonic()
         try:
             if pending.timed:  # the GPU is this job's alone: the other lanes' spares are warm, or dead
                 for other in self._lanes:
@@ -237,6 +241,9 @@ class LocalService:
         finally:
             if lease is not None:
                 lease.release()
+        if lease is not None:
+            result.lease = [{"phase": "job", "gpu": lease.key, "exclusive": lease.exclusive,
+                             "waited_s": round(lease.waited_s, 3), "held_s": round(time.monotonic() - held, 3)}]
         result.queue = {"lane": lane.index, "gpu": lane.gpu, "position": pending.position, "waited_s": round(waited, 3),
                         "started": started, "ended": ended}
         return result
@@ -248,7 +255,7 @@ class LocalService:
             evaluator = Evaluator(task, self.backend,
                                   cache_dir=job.cache_dir or self._client_cache(job.client) or Path(directory) / "cache",
                                   limits=job.limits, time_budget_s=job.time_budget_s, memcheck=job.memcheck,
-                                  gpu=lane.gpu, pool=pool)
+                                  gpu=lane.gpu, pool=pool, take_leases=False)
             evaluator.ceilings = self._ceilings.get(lane.gpu)
             path = Path(directory) / "solution.py"
             path.write_text(job.source)
