@@ -20,6 +20,9 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from d2k_env.spec_outline import Outline, read_outline
+from d2k_env.task import builtin_root, load_task, task_ids, task_roots
+
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)  # every error line goes to standard error
 
@@ -33,7 +36,7 @@ class UsageError(Exception):
 def cmd_list(args) -> int:
     # Read from the specs' source, not by loading them: no torch, so it answers at once. Cells wrap
     # (a long word folds) rather than being cut: every name and size stays whole on a narrow terminal.
-    roots = _task_roots()
+    roots = task_roots()
     table = Table(title="d2k-env tasks", caption="* launch-bound: also timed in a CUDA graph. "
                                                  "A task's inputs and prompt: d2k show TASK")
     table.add_column("task (family)", overflow="fold")
@@ -43,34 +46,26 @@ def cmd_list(args) -> int:
         outline = _outline(tid, roots[tid])
         gpu = "\n".join(f"{w.name}{' *' if w.launch_bound else ''} ({', '.join(f'{k}={v}' for k, v in w.params.items())})"
                         for w in outline.workloads)
-        table.add_row(f"{tid}\n[dim]{escape(outline.family)}[/dim]", gpu,
-                      ", ".join(w.name for w in outline.smoke_workloads))
+        table.add_row(f"{tid}\n[dim]{escape(outline.family)}[/dim]", escape(gpu),
+                      escape(", ".join(w.name for w in outline.smoke_workloads)))
     console.print(table)
     return 0
 
 
-def _task_roots() -> dict:
-    from d2k_env.task import task_roots
-
-    return task_roots()
-
-
 def _known_task(task_id: str) -> Path:
     """The task directory of ``task_id``; an unknown id is a usage error naming the close ones."""
-    roots = _task_roots()
+    roots = task_roots()
     if task_id not in roots:
         close = difflib.get_close_matches(task_id, roots, n=3, cutoff=0.6)
-        hint = f"did you mean {' or '.join(close)}?" if close else f"the tasks: {', '.join(sorted(roots)) or 'none'}"
-        raise UsageError(f"unknown task {task_id!r}; {hint} (d2k list shows them all)")
+        hint = (f"did you mean {' or '.join(close)}? (d2k list shows every task)" if close
+                else f"the tasks: {', '.join(sorted(roots)) or 'none'}")
+        raise UsageError(f"unknown task {task_id!r}; {hint}")
     return roots[task_id]
 
 
 def _outline(task_id: str, root: Path):
     """The task's title, family and workloads: read from its spec's source where that can be done
     safely, else from the loaded task (which imports torch)."""
-    from d2k_env.spec_outline import Outline, read_outline
-    from d2k_env.task import load_task
-
     return read_outline(root / "tasks" / f"{task_id}.py") or Outline.of_task(load_task(task_id))
 
 
@@ -193,8 +188,6 @@ def _one_shot_pool(backend: str, submit: bool):
 def cmd_eval(args) -> int:
     from d2k_env.evaluator import Evaluator, quick_backend, resolve_backend
     from d2k_env.evaluator.policy_service import start as start_policy
-    from d2k_env.spec_outline import Outline
-    from d2k_env.task import load_task
     from d2k_env.verdict import format_result
 
     # Every mistake in the command line is found before a worker starts.
@@ -244,13 +237,12 @@ def cmd_eval(args) -> int:
 
 
 def cmd_new_task(args) -> int:
-    from d2k_env.task import builtin_root
     from d2k_env.tasks.scaffold import scaffold
 
     if args.id.isidentifier() and args.id.startswith("_"):
         raise UsageError(f"task id {args.id!r} starts with '_': task discovery skips such files, so d2k would "
                          f"never find it")
-    if (root := _task_roots().get(args.id)) is not None:
+    if (root := task_roots().get(args.id)) is not None:
         owner = "d2k-env ships a task of that id" if root == builtin_root() else f"a task of that id is in {root}"
         raise UsageError(f"task id {args.id!r} is taken: {owner}; choose another id")
     written = scaffold(args.id, Path(args.dir))
@@ -275,7 +267,6 @@ def cmd_demo(args) -> int:
 
     import d2k_env
     from d2k_env.agents import reference_policy
-    from d2k_env.task import load_task
     from d2k_env.tools import ActionError, parse_action
 
     task = load_task(args.task)
@@ -370,7 +361,6 @@ def _run(args) -> int:
     from d2k_env.agents import reference_policy
     from d2k_env.progress import progress_reporter
     from d2k_env.runner import RunSettings, plan, run_experiment
-    from d2k_env.task import load_task, task_ids
     from d2k_env.wording import plural
 
     settings = RunSettings(backend=args.backend, reward=args.reward, max_steps=args.max_steps,

@@ -112,7 +112,7 @@ def no_gpu(monkeypatch):
 def test_unknown_task_is_a_clear_error(capsys):
     assert main(["show", "nope"]) == 2
     assert _one_error_line(capsys) == ("error: unknown task 'nope'; the tasks: fused_add_rmsnorm, merge_attn_states, "
-                                       "per_token_group_quant_fp8 (d2k list shows them all)\n")
+                                       "per_token_group_quant_fp8\n")
 
 
 @pytest.mark.parametrize("command", ["show", "eval", "demo", "run"])
