@@ -86,14 +86,15 @@ def _require_gpu(backend: str) -> None:
         raise UsageError(f"--backend cuda needs a GPU: {reason}; --backend interpreter checks correctness on the CPU")
 
 
-def _check_workloads(task_id: str, names: list[str] | None, outline, backend: str) -> None:
+def _check_workloads(task_id: str, names: list[str] | None, outline, backend: str, guessed: bool = False) -> None:
     """Every name in ``names`` is a workload the backend evaluates (the GPU ones on cuda, the smoke
-    ones otherwise); else a usage error listing them."""
+    ones otherwise); else a usage error listing them. A ``guessed`` backend (``auto`` before torch
+    confirms it) refuses only names of neither kind."""
     cuda = backend == "cuda"
     valid = [w.name for w in (outline.workloads if cuda else outline.smoke_workloads)]
     other = {w.name for w in (outline.smoke_workloads if cuda else outline.workloads)}
     for name in names or []:
-        if name not in valid:
+        if name not in valid and not (guessed and name in other):
             note = ""
             if name in other:
                 note = (" (a smoke workload: the interpreter backend runs it)" if cuda
@@ -196,7 +197,7 @@ def cmd_eval(args) -> int:
     _check_output_file("--json", args.json)
     _require_gpu(args.backend)
     backend = quick_backend(args.backend)
-    _check_workloads(args.task, args.workloads, _outline(args.task, root), backend)
+    _check_workloads(args.task, args.workloads, _outline(args.task, root), backend, guessed=args.backend == "auto")
     # One evaluation for every workload. Its workers start first, and the policy's child beside them,
     # while this process loads the task (torch's import, seconds): so the backend is first resolved
     # without torch, then confirmed by torch once imported.
@@ -242,6 +243,8 @@ def cmd_new_task(args) -> int:
     if args.id.isidentifier() and args.id.startswith("_"):
         raise UsageError(f"task id {args.id!r} starts with '_': task discovery skips such files, so d2k would "
                          f"never find it")
+    if Path(args.dir).exists() and not Path(args.dir).is_dir():
+        raise UsageError(f"--dir {args.dir} is not a directory")
     if (root := task_roots().get(args.id)) is not None:
         owner = "d2k-env ships a task of that id" if root == builtin_root() else f"a task of that id is in {root}"
         raise UsageError(f"task id {args.id!r} is taken: {owner}; choose another id")

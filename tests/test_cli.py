@@ -166,6 +166,18 @@ def test_an_unknown_workload_lists_the_valid_ones(capsys, no_workers):
         in _one_error_line(capsys)
 
 
+def test_a_workload_of_the_other_backend_waits_for_torch_to_confirm_a_guessed_one(capsys, monkeypatch):
+    """auto guessed cuda from the driver, torch says the interpreter: the smoke workload named is
+    the right one, and the name no backend knows was refused before anything started."""
+    import d2k_env.evaluator as evaluator
+    monkeypatch.setattr(evaluator, "quick_backend", lambda backend: "cuda")
+    assert main(["eval", "fused_add_rmsnorm", REFERENCE, "--workloads", "5x200"]) == 0
+    assert "(test, interpreter backend)" in capsys.readouterr().out
+    monkeypatch.setattr("d2k_env.cli._one_shot_pool", None)  # would fail if called
+    assert main(["eval", "fused_add_rmsnorm", REFERENCE, "--workloads", "9x9"]) == 2
+    assert "no workload '9x9' on the cuda backend; its workloads: 16384x4096," in _one_error_line(capsys)
+
+
 def test_a_directory_or_a_file_that_is_not_utf8_is_a_clear_error(capsys, no_workers, tmp_path):
     assert main(["eval", "fused_add_rmsnorm", str(tmp_path)]) == 2
     assert _one_error_line(capsys) == (f"error: {tmp_path} is a directory: give the solution file (a .py file "
@@ -197,6 +209,8 @@ def test_new_task_refuses_a_shipped_id_and_one_discovery_would_skip(capsys, tmp_
                                        "choose another id\n")
     assert main(["new-task", "_helper", "--dir", str(tmp_path)]) == 2
     assert "starts with '_': task discovery skips such files" in _one_error_line(capsys)
+    assert main(["new-task", "my_op", "--dir", REFERENCE]) == 2
+    assert _one_error_line(capsys) == f"error: --dir {REFERENCE} is not a directory\n"
     assert not any(tmp_path.iterdir())
 
 
