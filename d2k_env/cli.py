@@ -44,8 +44,8 @@ def cmd_list(args) -> int:
     table.add_column("smoke workloads", overflow="fold")
     for tid in sorted(roots):
         outline = _outline(tid, roots[tid])
-        gpu = "\n".join(f"{w.name}{' *' if w.launch_bound else ''} ({', '.join(f'{k}={v}' for k, v in w.params.items())})"
-                        for w in outline.workloads)
+        gpu = "\n".join(f"{w.name}{' *' if w.launch_bound else ''} "
+                        f"({', '.join(f'{k}={v}' for k, v in w.params.items())})" for w in outline.workloads)
         table.add_row(f"{tid}\n[dim]{escape(outline.family)}[/dim]", escape(gpu),
                       escape(", ".join(w.name for w in outline.smoke_workloads)))
     console.print(table)
@@ -542,11 +542,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", nargs="+", default=["all"], help="task ids, or all (default)")
     p.add_argument("--guidance", nargs="+", default=["none", "L1+L2+L3"],
                    help="guidance conditions (default: none L1+L2+L3; the layer study: none L1 L1+L2 L1+L2+L3)")
-    p.add_argument("--seeds", nargs="+", type=_at_least(0), default=[0], help="env seeds, one episode each (default: 0)")
+    p.add_argument("--seeds", nargs="+", type=_at_least(0), default=[0],
+                   help="env seeds, one episode each (default: 0)")
     p.add_argument("--jobs", type=_at_least(1), default=1, help="episodes run at once (default 1)")
     p.add_argument("--backend", default="auto", choices=("auto", "cuda", "interpreter"))
     p.add_argument("--reward", default="speedup", choices=("speedup", "log_speedup", "binary"))
-    p.add_argument("--max-steps", type=_at_least(1), default=350, help="turn budget per episode (default 350, as D2K-Bench)")
+    p.add_argument("--max-steps", type=_at_least(1), default=350,
+                   help="turn budget per episode (default 350, as D2K-Bench)")
     p.add_argument("--observation-chars", type=_at_least(0), default=50_000,
                    help="clip observations stored in trajectories to this many characters (0: keep whole)")
     p.add_argument("--policy", default="chat", choices=("chat", "reference"),

@@ -8,9 +8,10 @@ them from the syntax tree, evaluating literals only (:func:`ast.literal_eval`), 
 
 It answers ``None`` (the caller then loads the task) wherever the source could mean something
 else than it reads: a field that is no literal, nor a name bound once to one; a name used
-anywhere else (``WORKLOADS.append(...)`` could change it); ``globals()``, ``exec`` or ``sys`` used
-at all; ``TaskSpec`` or ``Workload`` not imported from the task-author API, or bound twice. A spec it outlines may still fail to load
-(the outline checks no field): the outline describes, it does not validate.
+anywhere else (``WORKLOADS.append(...)`` could change it), ``TASK`` too; ``globals()``, ``exec``
+or ``sys`` used at all; ``TaskSpec`` or ``Workload`` not imported from the task-author API, or
+bound twice. A spec it outlines may still fail to load (the outline checks no field): the
+outline describes, it does not validate.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class _Reader:
             self.bound.setdefault(name, []).append(tree)
 
     def outline(self) -> Outline:
-        if any(self.uses[name] for name in _REFLECTION):
+        if any(self.uses[name] for name in _REFLECTION) or self.uses["TASK"] != 1:  # as TASK.workloads.append()
             raise _NotLiteral
         call = self._single_value("TASK")
         if not (isinstance(call, ast.Call) and self._is_api(call.func, "TaskSpec")):

@@ -197,7 +197,8 @@ def test_argument_mistakes_are_one_line(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit:
         main(["run", str(tmp_path / "run"), "--jobs", "0"])
     assert exit.value.code == 2
-    assert _one_error_line(capsys) == "d2k run: error: argument --jobs: must be at least 1, not 0 (see d2k run --help)\n"
+    assert _one_error_line(capsys) == ("d2k run: error: argument --jobs: must be at least 1, not 0 "
+                                       "(see d2k run --help)\n")
     with pytest.raises(SystemExit):
         main(["eval", "fused_add_rmsnorm", REFERENCE, "--backend", "gpu"])
     assert "argument --backend: invalid choice: 'gpu'" in _one_error_line(capsys)

@@ -39,6 +39,7 @@ def test_a_literal_spec_outlines(tmp_path):
 
 @pytest.mark.parametrize("source", [
     PLAIN + "W.append(Workload('9x9', {'M': 9}))\n",  # the list changed after it was written
+    PLAIN + "TASK.smoke_workloads.append(Workload('9x9', {'M': 9}))\n",
     PLAIN + "def more():\n    global W\n    W = []\n",  # a function may rebind it
     PLAIN + "W = W[:1]\n",  # bound twice
     PLAIN + "globals()['W'] = []\n",

@@ -29,7 +29,8 @@ from d2k_env.task import Task
 
 BACKENDS = ("auto", "cuda", "interpreter")
 
-__all__ = ["BACKENDS", "EvalResult", "Evaluator", "PhaseLimits", "WorkloadResult", "no_gpu_reason", "quick_backend", "resolve_backend"]
+__all__ = ["BACKENDS", "EvalResult", "Evaluator", "PhaseLimits", "WorkloadResult", "no_gpu_reason", "quick_backend",
+           "resolve_backend"]
 
 
 def resolve_backend(backend: str) -> str:
