@@ -171,6 +171,7 @@ def test_a_workload_of_the_other_backend_waits_for_torch_to_confirm_a_guessed_on
     the right one, and the name no backend knows was refused before anything started."""
     import d2k_env.evaluator as evaluator
     monkeypatch.setattr(evaluator, "quick_backend", lambda backend: "cuda")
+    monkeypatch.setattr(evaluator, "resolve_backend", lambda backend: "interpreter")  # on a GPU machine too
     assert main(["eval", "fused_add_rmsnorm", REFERENCE, "--workloads", "5x200"]) == 0
     assert "(test, interpreter backend)" in capsys.readouterr().out
     monkeypatch.setattr("d2k_env.cli._one_shot_pool", None)  # would fail if called
