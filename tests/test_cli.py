@@ -71,6 +71,7 @@ def test_eval_corrects_a_backend_guessed_without_torch(capsys, monkeypatch):
     # As on a machine whose driver sees a GPU that torch cannot use: the workers started for the
     # guess are replaced once torch, imported for the task, answers.
     monkeypatch.setattr(evaluator, "quick_backend", lambda backend: "cuda")
+    monkeypatch.setattr(evaluator, "resolve_backend", lambda backend: "interpreter")  # on a GPU machine too
     assert main(["eval", "fused_add_rmsnorm", str(ROOT / "references/fused_add_rmsnorm.py")]) == 0
     assert "(test, interpreter backend)" in capsys.readouterr().out
 
