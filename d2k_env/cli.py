@@ -4,11 +4,15 @@ experiments (a policy on tasks x guidance conditions x seeds) and report on them
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import signal
+import stat
 import sys
 import textwrap
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -16,32 +20,150 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from d2k_env.spec_outline import Outline, read_outline
+from d2k_env.task import builtin_root, load_task, task_ids, task_roots
+
 console = Console(highlight=False)
+errors = Console(stderr=True, highlight=False)  # every error line goes to standard error
+
+DISTRIBUTION = "d2k-env"
+
+
+class UsageError(Exception):
+    """A mistake in the command line, found before anything runs: one line on stderr, exit 2."""
 
 
 def cmd_list(args) -> int:
-    from d2k_env.prompt import describe_inputs
-    from d2k_env.task import load_task, task_ids
-
-    table = Table(title="d2k-env tasks")
-    table.add_column("task", no_wrap=True)
-    for col in ("family", "GPU workloads", "smoke workloads"):
-        table.add_column(col)
-    for tid in task_ids():
-        task = load_task(tid)
-        gpu = "\n".join(f"{w.name}: {describe_inputs(task, w)}" for w in task.workloads)
-        table.add_row(tid, task.family, gpu, ", ".join(w.name for w in task.smoke_workloads))
+    # Read from the specs' source, not by loading them: no torch, so it answers at once. Cells wrap
+    # (a long word folds) rather than being cut: every name and size stays whole on a narrow terminal.
+    roots = task_roots()
+    table = Table(title="d2k-env tasks", caption="* launch-bound: also timed in a CUDA graph. "
+                                                 "A task's inputs and prompt: d2k show TASK")
+    table.add_column("task (family)", overflow="fold")
+    table.add_column("GPU workloads", overflow="fold")
+    table.add_column("smoke workloads", overflow="fold")
+    for tid in sorted(roots):
+        outline = _outline(tid, roots[tid])
+        gpu = "\n".join(f"{w.name}{' *' if w.launch_bound else ''} "
+                        f"({', '.join(f'{k}={v}' for k, v in w.params.items())})" for w in outline.workloads)
+        table.add_row(f"{tid}\n[dim]{escape(outline.family)}[/dim]", escape(gpu),
+                      escape(", ".join(w.name for w in outline.smoke_workloads)))
     console.print(table)
     return 0
 
 
+def _known_task(task_id: str) -> Path:
+    """The task directory of ``task_id``; an unknown id is a usage error naming the close ones."""
+    roots = task_roots()
+    if task_id not in roots:
+        close = difflib.get_close_matches(task_id, roots, n=3, cutoff=0.6)
+        hint = (f"did you mean {' or '.join(close)}? (d2k list shows every task)" if close
+                else f"the tasks: {', '.join(sorted(roots)) or 'none'}")
+        raise UsageError(f"unknown task {task_id!r}; {hint}")
+    return roots[task_id]
+
+
+def _outline(task_id: str, root: Path):
+    """The task's title, family and workloads: read from its spec's source where that can be done
+    safely, else from the loaded task (which imports torch)."""
+    return read_outline(root / "tasks" / f"{task_id}.py") or Outline.of_task(load_task(task_id))
+
+
+def _check_guidance(guidance: str) -> None:
+    from d2k_env.env import parse_guidance
+
+    try:
+        parse_guidance(guidance)
+    except ValueError as exc:
+        raise UsageError(f"--guidance {guidance}: {exc}") from None
+
+
+def _require_gpu(backend: str) -> None:
+    """``--backend cuda`` on a machine without a usable GPU is a usage error, found without torch."""
+    from d2k_env.evaluator import no_gpu_reason
+
+    if backend == "cuda" and (reason := no_gpu_reason()):
+        raise UsageError(f"--backend cuda needs a GPU: {reason}; --backend interpreter checks correctness on the CPU")
+
+
+def _check_workloads(task_id: str, names: list[str] | None, outline, backend: str, guessed: bool = False) -> None:
+    """Every name in ``names`` is a workload the backend evaluates (the GPU ones on cuda, the smoke
+    ones otherwise); else a usage error listing them. A ``guessed`` backend (``auto`` before torch
+    confirms it) refuses only names of neither kind."""
+    cuda = backend == "cuda"
+    valid = [w.name for w in (outline.workloads if cuda else outline.smoke_workloads)]
+    other = {w.name for w in (outline.smoke_workloads if cuda else outline.workloads)}
+    for name in names or []:
+        if name not in valid and not (guessed and name in other):
+            note = ""
+            if name in other:
+                note = (" (a smoke workload: the interpreter backend runs it)" if cuda
+                        else " (a GPU workload: it needs --backend cuda)")
+            raise UsageError(f"task {task_id!r} has no workload {name!r} on the {backend} backend{note}; "
+                             f"its workloads: {', '.join(valid)}")
+
+
+def _check_solution_file(name: str) -> Path:
+    """The solution file's resolved path; a missing file, a directory, something that is no
+    regular file, an unreadable one or one that is not UTF-8 text is a usage error."""
+    path = Path(name)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {name}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {name}: {exc.strerror}") from None
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"{name} is a directory: give the solution file (a .py file defining forward)")
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{name} is not a regular file: give the solution file (a .py file defining forward)")
+    try:
+        path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {name}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{name} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): "
+                         f"save it as UTF-8") from None
+    return path.resolve()
+
+
+def _check_output_file(option: str, name: str | None) -> None:
+    """A file the command writes at its end can be written: found now, not after the work."""
+    if name is None:
+        return
+    path = Path(name)
+    if path.is_dir():
+        raise UsageError(f"{option} {name} is a directory: give a file name")
+    if not path.parent.is_dir():
+        raise UsageError(f"{option} {name}: no such directory {path.parent}")
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{option} {name}: not writable")
+
+
+@contextmanager
+def _working(label: str, out: Console):
+    """Progress on ``out`` while something slow runs: on a terminal a spinner with the elapsed time
+    (gone once it is done); elsewhere (a log, a pipe) a line as it starts and one as it ends."""
+    if out.is_terminal:
+        columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+        with Progress(*columns, console=out, transient=True) as progress:
+            progress.add_task(label, total=None)
+            yield
+        return
+    began = time.monotonic()
+    out.print(f"{label} ...", markup=False)
+    out.file.flush()
+    yield
+    out.print(f"{label}: done in {time.monotonic() - began:.1f} s", markup=False)
+
+
 def cmd_show(args) -> int:
+    _known_task(args.task)
+    _check_guidance(args.guidance)
     import gymnasium as gym
 
     import d2k_env
-    from d2k_env.task import load_task
 
-    load_task(args.task)  # a clear error for an unknown task
     env = gym.make(d2k_env.env_id(args.task), backend=args.backend, guidance=args.guidance)
     obs, _ = env.reset(seed=0)
     print(obs)
@@ -67,19 +189,18 @@ def _one_shot_pool(backend: str, submit: bool):
 def cmd_eval(args) -> int:
     from d2k_env.evaluator import Evaluator, quick_backend, resolve_backend
     from d2k_env.evaluator.policy_service import start as start_policy
-    from d2k_env.task import load_task, task_ids
     from d2k_env.verdict import format_result
 
-    if args.task not in task_ids():
-        load_task(args.task)  # its clear error for an unknown task
-    path = Path(args.file).resolve()
-    if not path.is_file():
-        _error(f"no such file: {args.file}")
-        return 2
+    # Every mistake in the command line is found before a worker starts.
+    root = _known_task(args.task)
+    path = _check_solution_file(args.file)
+    _check_output_file("--json", args.json)
+    _require_gpu(args.backend)
+    backend = quick_backend(args.backend)
+    _check_workloads(args.task, args.workloads, _outline(args.task, root), backend, guessed=args.backend == "auto")
     # One evaluation for every workload. Its workers start first, and the policy's child beside them,
     # while this process loads the task (torch's import, seconds): so the backend is first resolved
     # without torch, then confirmed by torch once imported.
-    backend = quick_backend(args.backend)
     pool = _one_shot_pool(backend, args.mode == "submit")
     try:
         start_policy()
@@ -88,14 +209,20 @@ def cmd_eval(args) -> int:
             pool.close()
             backend = confirmed
             pool = _one_shot_pool(backend, args.mode == "submit")
+        if backend == "cuda":
+            import torch
+            if not torch.cuda.is_available():
+                raise UsageError("--backend cuda needs a GPU: the CUDA driver counts one, but torch cannot use it "
+                                 "(torch.cuda.is_available() is False)")
+        # Again on the loaded task: the backend may have changed, or its outline been read otherwise.
+        _check_workloads(args.task, args.workloads, Outline.of_task(task), backend)
         mode = args.mode or ("benchmark" if backend == "cuda" else "test")
         evaluator = Evaluator(task, backend, pool=pool)
         pool.spares = False  # the one evaluation: no spare is started to replace one it takes
         try:
             names = args.workloads or [w.name for w in evaluator.workloads]
-            columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
-            with Progress(*columns, console=console, transient=True) as progress:
-                progress.add_task(f"{task.id} on {backend}: {mode} of {len(names)} workload(s)", total=None)
+            # Progress on stderr: stdout holds the result alone.
+            with _working(f"{task.id} on {backend}: {mode} of {len(names)} workload(s)", errors):
                 merged = evaluator.evaluate(path, mode, names, seed=args.seed)
         finally:
             evaluator.close()
@@ -113,6 +240,14 @@ def cmd_eval(args) -> int:
 def cmd_new_task(args) -> int:
     from d2k_env.tasks.scaffold import scaffold
 
+    if args.id.isidentifier() and args.id.startswith("_"):
+        raise UsageError(f"task id {args.id!r} starts with '_': task discovery skips such files, so d2k would "
+                         f"never find it")
+    if Path(args.dir).exists() and not Path(args.dir).is_dir():
+        raise UsageError(f"--dir {args.dir} is not a directory")
+    if (root := task_roots().get(args.id)) is not None:
+        owner = "d2k-env ships a task of that id" if root == builtin_root() else f"a task of that id is in {root}"
+        raise UsageError(f"task id {args.id!r} is taken: {owner}; choose another id")
     written = scaffold(args.id, Path(args.dir))
     for path in written:
         print(path)
@@ -122,12 +257,20 @@ def cmd_new_task(args) -> int:
     return 0
 
 
+# The tools that evaluate the solution (seconds each), as progress names them.
+EVALUATING_TOOLS = {"run_tests": "running the tests", "benchmark": "benchmarking", "profile": "profiling",
+                    "submit": "evaluating the submission"}
+
+
 def cmd_demo(args) -> int:
+    _known_task(args.task)
+    _check_guidance(args.guidance)
+    _require_gpu(args.backend)
     import gymnasium as gym
 
     import d2k_env
     from d2k_env.agents import reference_policy
-    from d2k_env.task import load_task
+    from d2k_env.tools import ActionError, parse_action
 
     task = load_task(args.task)
     env = gym.make(d2k_env.env_id(args.task), backend=args.backend, guidance=args.guidance)
@@ -140,8 +283,16 @@ def cmd_demo(args) -> int:
     while not (terminated or truncated):
         action = policy(obs)
         shown = action if len(action) <= 160 else action[:150] + f"... ({len(action)} chars)"
-        console.print(f"\n[bold cyan]step {info['steps'] + 1}[/bold cyan] action: {shown}")
-        obs, reward, terminated, truncated, info = env.step(action)
+        console.print(f"\n[bold cyan]step {info['steps'] + 1}[/bold cyan] action: {escape(shown)}")
+        try:
+            tool = parse_action(action).tool
+        except ActionError:
+            tool = None
+        if tool in EVALUATING_TOOLS:  # seconds each: say that it is under way
+            with _working(f"  {EVALUATING_TOOLS[tool]} on the {info['backend']} backend", console):
+                obs, reward, terminated, truncated, info = env.step(action)
+        else:
+            obs, reward, terminated, truncated, info = env.step(action)
         total += reward
         console.print(textwrap.indent(_clip(obs, args.max_chars), "  "), markup=False)
     console.print(f"\n[bold]episode over[/bold] after {info['steps']} steps: reward {total:.4f}")
@@ -172,6 +323,7 @@ def cmd_run(args) -> int:
     from d2k_env.agents.base import PolicyError
     from d2k_env.runner import RunDirectoryError
 
+    _check_run(args)
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         return _run(args)
@@ -188,8 +340,9 @@ def cmd_run(args) -> int:
 
 
 def _error(message) -> None:
-    """One error line: never read as markup, never broken inside a path (the terminal wraps it)."""
-    console.print(f"[red]error:[/red] {escape(str(message))}", soft_wrap=True)
+    """One error line on stderr: never read as markup, never broken inside a path (the terminal
+    wraps it)."""
+    errors.print(f"[red]error:[/red] {escape(str(message))}", soft_wrap=True)
 
 
 def _missing_extra(exc: ImportError) -> int:
@@ -197,11 +350,20 @@ def _missing_extra(exc: ImportError) -> int:
     return 2
 
 
+def _check_run(args) -> None:
+    """``d2k run``'s arguments, checked before the run directory is touched or a model is asked."""
+    if args.tasks != ["all"]:
+        for task in args.tasks:
+            _known_task(task)
+    for guidance in args.guidance:
+        _check_guidance(guidance)
+    _require_gpu(args.backend)
+
+
 def _run(args) -> int:
     from d2k_env.agents import reference_policy
     from d2k_env.progress import progress_reporter
     from d2k_env.runner import RunSettings, plan, run_experiment
-    from d2k_env.task import load_task, task_ids
     from d2k_env.wording import plural
 
     settings = RunSettings(backend=args.backend, reward=args.reward, max_steps=args.max_steps,
@@ -296,8 +458,48 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters]"
 
 
+def version_line() -> str:
+    """``d2k-env <version> (<where the package is>)``: the installed distribution's version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        number = version(DISTRIBUTION)
+    except PackageNotFoundError:
+        number = "(not installed, so no version)"
+    return f"{DISTRIBUTION} {number} ({Path(__file__).resolve().parent})"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose mistakes are one line on stderr as d2k's own are (not the usage too)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class _Version(argparse.Action):
+    """``--version``: read only when asked (importlib.metadata is not free)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
+
+
+def _at_least(minimum: int):
+    """An argparse type: an integer no smaller than ``minimum``."""
+    def integer(text: str) -> int:
+        value = int(text)  # a ValueError: argparse says "invalid integer value"
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+    return integer
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="d2k", description="Expert-guided Triton kernel tasks as Gymnasium envs.")
+    parser = _Parser(prog="d2k", description="Expert-guided Triton kernel tasks as Gymnasium envs.")
+    parser.add_argument("--version", action=_Version, help="the installed d2k-env's version, and where it is")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="tasks, families and workloads").set_defaults(func=cmd_list)
 
@@ -329,8 +531,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("task", nargs="?", default="fused_add_rmsnorm")
     p.add_argument("--backend", default="auto", choices=("auto", "cuda", "interpreter"))
     p.add_argument("--guidance", default="L1+L2+L3")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-chars", type=int, default=1500, help="clip each observation printed")
+    p.add_argument("--seed", type=_at_least(0), default=0)
+    p.add_argument("--max-chars", type=_at_least(0), default=1500, help="clip each observation printed")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("run", help="a policy on tasks x guidance conditions x seeds; resumable; one trajectory "
@@ -340,12 +542,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", nargs="+", default=["all"], help="task ids, or all (default)")
     p.add_argument("--guidance", nargs="+", default=["none", "L1+L2+L3"],
                    help="guidance conditions (default: none L1+L2+L3; the layer study: none L1 L1+L2 L1+L2+L3)")
-    p.add_argument("--seeds", nargs="+", type=int, default=[0], help="env seeds, one episode each (default: 0)")
-    p.add_argument("--jobs", type=int, default=1, help="episodes run at once (default 1)")
+    p.add_argument("--seeds", nargs="+", type=_at_least(0), default=[0],
+                   help="env seeds, one episode each (default: 0)")
+    p.add_argument("--jobs", type=_at_least(1), default=1, help="episodes run at once (default 1)")
     p.add_argument("--backend", default="auto", choices=("auto", "cuda", "interpreter"))
     p.add_argument("--reward", default="speedup", choices=("speedup", "log_speedup", "binary"))
-    p.add_argument("--max-steps", type=int, default=350, help="turn budget per episode (default 350, as D2K-Bench)")
-    p.add_argument("--observation-chars", type=int, default=50_000,
+    p.add_argument("--max-steps", type=_at_least(1), default=350,
+                   help="turn budget per episode (default 350, as D2K-Bench)")
+    p.add_argument("--observation-chars", type=_at_least(0), default=50_000,
                    help="clip observations stored in trajectories to this many characters (0: keep whole)")
     p.add_argument("--policy", default="chat", choices=("chat", "reference"),
                    help="chat: an OpenAI-compatible server (default); reference: writes the expert reference")
@@ -354,11 +558,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tool-mode", default="function", choices=("function", "text"),
                    help="function: tools as function schemas (default); text: JSON calls in the reply")
     p.add_argument("--temperature", type=float)
-    p.add_argument("--max-tokens", type=int, help="completion tokens per reply")
-    p.add_argument("--keep-recent", type=int, default=8,
+    p.add_argument("--max-tokens", type=_at_least(1), help="completion tokens per reply")
+    p.add_argument("--keep-recent", type=_at_least(0), default=8,
                    help="turns whose tool outputs are sent in full; older ones are shortened (0: never shorten)")
-    p.add_argument("--clip-chars", type=int, default=2000, help="length old tool outputs are shortened to")
-    p.add_argument("--max-retries", type=int, default=8, help="retries on rate limits and server errors")
+    p.add_argument("--clip-chars", type=_at_least(0), default=2000, help="length old tool outputs are shortened to")
+    p.add_argument("--max-retries", type=_at_least(0), default=8, help="retries on rate limits and server errors")
     p.add_argument("--request-timeout", type=float, default=600.0, help="seconds per model request")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no progress: no bar and no line per episode, only the summary at the end")
@@ -376,6 +580,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except UsageError as exc:
+        _error(exc)
+        return 2
     except (KeyError, ValueError, OSError, ImportError, RuntimeError) as exc:
         # Bad arguments, missing files, an extra not installed, a server that cannot be reached:
         # one line, not a traceback. Anything else is a bug in d2k and keeps its traceback.

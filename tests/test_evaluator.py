@@ -277,3 +277,29 @@ def test_quick_backend_without_a_driver_is_the_interpreter(cuda_build_of_torch, 
     monkeypatch.setattr(ctypes, "CDLL", no_driver)
     assert quick_backend("auto") == "interpreter"
 
+
+
+@pytest.mark.parametrize("devices, visible, reason", [
+    (1, None, None), (0, None, "the CUDA driver finds no GPU"),
+    (0, "", "the CUDA driver finds no GPU (CUDA_VISIBLE_DEVICES='')")])
+def test_no_gpu_reason_names_what_is_missing(cuda_build_of_torch, monkeypatch, devices, visible, reason):
+    import ctypes
+    from d2k_env.evaluator import no_gpu_reason
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: _Driver(devices))
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert no_gpu_reason() == reason
+
+
+def test_no_gpu_reason_of_a_cpu_build_or_without_a_driver(cuda_build_of_torch, tmp_path, monkeypatch):
+    import ctypes
+    from d2k_env.evaluator import no_gpu_reason
+
+    def no_driver(name):
+        raise OSError(f"{name}: cannot open shared object file")
+    monkeypatch.setattr(ctypes, "CDLL", no_driver)
+    assert no_gpu_reason() == "no CUDA driver (libcuda.so.1 cannot be loaded)"
+    (tmp_path / "lib" / "libtorch_cuda.so").unlink()
+    assert no_gpu_reason() == "the installed torch is a CPU-only build"

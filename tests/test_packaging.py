@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import zipfile
+from importlib.metadata import version
 from pathlib import Path
 
 import gymnasium as gym
@@ -95,6 +96,8 @@ def test_installed_wheel_lists_evaluates_and_plays_a_user_task_directory(wheel, 
         assert d2k_env.__file__.startswith({str(target)!r}), d2k_env.__file__
         print("ids", json.dumps(task_ids()))
         assert main(["list"]) == 0
+        from d2k_env.cli import version_line
+        print("version", version_line())
         task = load_task({SHIPPED!r})
         result = Evaluator(task, "interpreter").evaluate(task.reference_path, "test", ["5x200"])
         print("shipped", result.error, [w.correct for w in result.workloads])
@@ -108,9 +111,10 @@ def test_installed_wheel_lists_evaluates_and_plays_a_user_task_directory(wheel, 
         """, tmp_path, [str(target), *DEPENDENCY_PATHS], timeout=400, **{TASKS_PATH_VAR: str(user)})
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     lines = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in run.stdout.splitlines()
-             if line.startswith(("ids ", "shipped ", "user "))}
+             if line.startswith(("ids ", "version ", "shipped ", "user "))}
     assert lines["ids"] == str(sorted([*task_ids(ROOT), "scratch_rmsnorm"])).replace("'", '"')
     assert all(t in run.stdout for t in task_ids(ROOT))  # d2k list
+    assert lines["version"] == f"d2k-env {version('d2k-env')} ({target / 'd2k_env'})"  # d2k --version
     assert lines["shipped"] == "None [True]"
     assert lines["user"] == f"{user} [True]"
 

@@ -137,7 +137,7 @@ def test_report_files_tables_and_plots(timed_run, capsys):
 
 def test_report_on_bad_input_is_a_clear_error(tmp_path, capsys):
     def error():
-        return " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+        return " ".join(capsys.readouterr().err.split())  # errors go to stderr
 
     assert main(["report", str(tmp_path)]) == 2
     assert "no episodes/ directory" in error()

@@ -34,7 +34,8 @@ from d2k_env.task import Task
 BACKENDS = ("auto", "cuda", "interpreter")
 TIMED_MODES = ("benchmark", "submit", "profile")  # on the GPU: their solution run holds its GPU alone
 
-__all__ = ["BACKENDS", "EvalResult", "Evaluator", "PhaseLimits", "WorkloadResult", "quick_backend", "resolve_backend"]
+__all__ = ["BACKENDS", "EvalResult", "Evaluator", "PhaseLimits", "WorkloadResult", "no_gpu_reason", "quick_backend",
+           "resolve_backend"]
 
 
 def resolve_backend(backend: str) -> str:
@@ -48,25 +49,36 @@ def resolve_backend(backend: str) -> str:
 
 def quick_backend(backend: str) -> str:
     """:func:`resolve_backend`'s likely answer without importing torch (seconds): for ``auto``,
-    ``cuda`` when the installed torch is a CUDA build (its ``libtorch_cuda``) and the CUDA driver
-    counts a device this process may use (it honours ``CUDA_VISIBLE_DEVICES``). A caller that
-    imports torch anyway confirms it with :func:`resolve_backend`."""
+    ``cuda`` when :func:`no_gpu_reason` finds nothing missing. A caller that imports torch anyway
+    confirms it with :func:`resolve_backend`."""
     if backend != "auto":
         return resolve_backend(backend)
+    return "cuda" if no_gpu_reason() is None else "interpreter"
+
+
+def no_gpu_reason() -> str | None:
+    """Why this process has no GPU to evaluate on, in a few words, or ``None`` when the installed
+    torch is a CUDA build (its ``libtorch_cuda``) and the CUDA driver counts a device this process
+    may use (it honours ``CUDA_VISIBLE_DEVICES``). Read without importing torch; torch itself may
+    still fail to use a device the driver counts."""
     import ctypes
     import importlib.util
 
     spec = importlib.util.find_spec("torch")
-    lib = Path(spec.origin).parent / "lib" if spec and spec.origin else None
-    if lib is None or not any(lib.glob("libtorch_cuda*.so*")):
-        return "interpreter"
+    if spec is None or not spec.origin:
+        return "torch is not installed"
+    lib = Path(spec.origin).parent / "lib"
+    if not any(lib.glob("libtorch_cuda*.so*")):
+        return "the installed torch is a CPU-only build"
     try:
         driver = ctypes.CDLL("libcuda.so.1")
     except OSError:
-        return "interpreter"
+        return "no CUDA driver (libcuda.so.1 cannot be loaded)"
     count = ctypes.c_int(0)
-    found = driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
-    return "cuda" if found else "interpreter"
+    if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        return "the CUDA driver finds no GPU" + (f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else "")
+    return None
 
 
 class Evaluator:
