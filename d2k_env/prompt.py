@@ -31,7 +31,7 @@ def workload_table(task: Task, workloads: list[Workload]) -> str:
 
 
 # What a solution may do, and the rules an honest kernel author could run into, read from the rule
-# registry (README's security section has them all); the rest follow from the contract or never
+# registry (docs/security.md has them all); the rest follow from the contract or never
 # come up in ordinary code.
 PROMPT_RULES = ("forbidden-import", "triton-internals", "torch-work", "introspection", "tampering", "hidden-state",
                 "try-except", "gpu-compile", "side-stream", "threads")

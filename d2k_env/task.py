@@ -9,7 +9,7 @@ A task ``<id>`` is made of four pieces, found under a *task directory* holding t
 - ``guidance/<id>/L1.md``, ``L2.md``, ``L3.md``: design guidance.
 
 The spec file binds ``TASK``, a :class:`d2k_env.tasks.TaskSpec` (the task-author API: typed
-fields, each validated as the spec is built; README.md's "Adding a task" has a table of them).
+fields, each validated as the spec is built; docs/adding-a-task.md has a table of them).
 A spec that fails to load raises ``ValueError`` naming the file, the field and what was expected.
 
 Task directories: the shipped tasks (the repository's top-level folders in a checkout; a wheel
@@ -230,7 +230,7 @@ def _task_from_spec(task_id: str, base: Path) -> Task:
     spec = getattr(module, "TASK", None)
     if not isinstance(spec, TaskSpec):
         raise ValueError(f"{path}: expected TASK = d2k_env.tasks.TaskSpec(...); got {type(spec).__name__} "
-                         f"(see README.md, Adding a task, or d2k new-task)")
+                         f"(see docs/adding-a-task.md, or d2k new-task)")
     return Task(task_id, spec, base, list(spec.workloads), list(spec.smoke_workloads))
 
 

@@ -1,6 +1,8 @@
 """Run a chat model on one task without guidance and with all three layers, then compare.
 
-The model is served by any OpenAI-compatible server (vLLM, SGLang, a hosted API):
+Needs the ``agents`` extra (openai, wandb, matplotlib), checked before anything runs:
+``pip install -e ".[agents]"``. The model is served by any OpenAI-compatible server (vLLM, SGLang,
+a hosted API):
 
     vllm serve Qwen/Qwen3-32B --enable-auto-tool-choice --tool-call-parser hermes   # for example
     export OPENAI_BASE_URL=http://localhost:8000/v1 OPENAI_API_KEY=unused   # D2K_MODEL: optional
@@ -8,6 +10,8 @@ The model is served by any OpenAI-compatible server (vLLM, SGLang, a hosted API)
     WANDB_MODE=offline python examples/llm_agent.py fused_add_rmsnorm --wandb-project d2k
 
 Each episode is one trajectory file under RUN_DIR/episodes; running the command again resumes.
+The exit status is ``d2k run``'s: 0 when every episode finished, 1 when some failed (the server gave
+up, the policy raised), 2 when the extra is missing.
 The same experiment from the command line is
 ``d2k run RUN_DIR --tasks fused_add_rmsnorm --seeds 0 1 2 && d2k report RUN_DIR``.
 """
@@ -15,16 +19,20 @@ The same experiment from the command line is
 from __future__ import annotations
 
 import argparse
+import sys
 
-from d2k_env.agents import ChatPolicy
-from d2k_env.agents.openai_chat import make_client, resolve_model
-from d2k_env.report import to_markdown, write_report
-from d2k_env.reward import REWARD_VERSION
-from d2k_env.runner import RunSettings, plan, run_experiment
-from d2k_env.wording import plural
+from d2k_env.extras import require
+
+require("agents")
+from d2k_env.agents import ChatPolicy  # noqa: E402 (after the check)
+from d2k_env.agents.openai_chat import make_client, resolve_model  # noqa: E402
+from d2k_env.report import to_markdown, write_report  # noqa: E402
+from d2k_env.reward import REWARD_VERSION  # noqa: E402
+from d2k_env.runner import RunSettings, plan, run_experiment  # noqa: E402
+from d2k_env.wording import plural  # noqa: E402
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("task")
     parser.add_argument("--run-dir", default="runs/llm-agent")
@@ -62,7 +70,8 @@ def main() -> None:
     ours = next(p for p in report.policies if p.policy == model and p.reward_version == REWARD_VERSION)
     for tracker in callbacks:
         tracker.finish({f"{s.condition}/correctness_rate": s.correctness_rate for s in ours.conditions})
+    return 1 if result.failed else 0  # each failure was reported as it happened
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

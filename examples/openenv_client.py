@@ -1,14 +1,16 @@
 """Play one episode against a served kernel task over OpenEnv's WebSocket protocol.
 
-Start a server (or the image of deploy/openenv.Dockerfile), then run the client:
+Needs the ``openenv`` extra, checked before anything runs. Start a server (or the image of
+deploy/openenv.Dockerfile), then run the client:
 
-    pip install -e '.[openenv]'
+    pip install -e ".[openenv]"
     python -m d2k_env.integrations.openenv --port 8000 --backend interpreter &
     python examples/openenv_client.py --url http://127.0.0.1:8000 --task fused_add_rmsnorm
 
 The scripted agent reads the baseline, writes the expert reference as its solution, runs the
 tests and submits; a learning agent would choose these actions itself. ``--sessions N`` plays N
-episodes at once, each in its own session (the server allows 8 by default).
+episodes at once, each in its own session (the server allows 8 by default). The exit status is 1
+when an episode failed.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from d2k_env.integrations.openenv import KernelAction, KernelEnvClient
-from d2k_env.task import load_task
+from d2k_env.extras import require
+
+require("openenv")
+from d2k_env.integrations.openenv import KernelAction, KernelEnvClient  # noqa: E402 (after the check)
+from d2k_env.task import load_task  # noqa: E402
 
 
 async def episode(url: str, task: str, seed: int) -> float:

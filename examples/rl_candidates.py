@@ -11,6 +11,9 @@ the reward is the speedup, so among correct candidates it learns to prefer the f
 Three tasks run side by side in a gymnasium AsyncVectorEnv. On the CPU interpreter backend the
 default 14 iterations (42 episodes) take a few minutes on two cores.
 
+Needs matplotlib for its plot, and wandb with ``--wandb-project``: the ``agents`` extra,
+``pip install -e ".[agents]"``, checked before anything runs.
+
     python examples/rl_candidates.py                       # writes examples/results/rl_candidates.{png,json}
     WANDB_MODE=offline python examples/rl_candidates.py --wandb-project d2k-rl
 """
@@ -27,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 import d2k_env
+from d2k_env.extras import require
 from d2k_env.task import project_root
 
 ROOT = project_root()
@@ -91,6 +95,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     parser.add_argument("--wandb-project", help="also log to wandb (WANDB_MODE=offline works)")
     args = parser.parse_args()
+    require("agents", ["matplotlib"] + (["wandb"] if args.wandb_project else []))
 
     tasks = list(CANDIDATES)
     envs = gym.vector.AsyncVectorEnv(

@@ -2,10 +2,10 @@
 
 Every (task, guidance condition, seed) is one prompt; each prompt gets ``--num-generations``
 rollouts, each in its own env, and GRPO compares their rewards (the submit's, 0 without one).
-Needs the ``trl`` extra and a chat model whose template TRL can parse tool calls from (Qwen3 and
+Needs the ``trl`` extra (checked before anything runs) and a chat model whose template TRL can parse tool calls from (Qwen3 and
 Qwen2.5, Llama 3.1/3.2, GPT-OSS, GLM-4 MoE, ...):
 
-    pip install -e '.[trl]'
+    pip install -e ".[trl]"
     python examples/trl_grpo.py --model Qwen/Qwen3-0.6B --tasks fused_add_rmsnorm --guidance none L1+L2+L3
     python examples/trl_grpo.py --model Qwen/Qwen3-8B --backend cuda --max-steps 200 --output-dir runs/grpo
 
@@ -19,6 +19,7 @@ import argparse
 import os
 from functools import partial
 
+from d2k_env.extras import require
 from d2k_env.integrations.common import GUIDANCE_CONDITIONS
 from d2k_env.integrations.trl import KernelToolEnv, build_dataset
 
@@ -40,6 +41,7 @@ def main() -> None:
     parser.add_argument("--report-to", default="none", help="e.g. wandb")
     parser.add_argument("--cpu", action="store_true", help="train on the CPU (float32), e.g. a tiny model")
     args = parser.parse_args()
+    require("trl", ["trl", "transformers", "datasets"] + (["wandb"] if args.report_to == "wandb" else []))
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is experimental in TRL
     from trl import GRPOConfig, GRPOTrainer

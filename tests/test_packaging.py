@@ -204,10 +204,13 @@ def test_gym_make_with_the_module_prefix_imports_the_package_itself(tmp_path):
 
 
 def test_ci_runs_exactly_the_readmes_test_commands():
-    """.ci/run runs the README's test commands (the block that starts with the test install), line for line."""
+    """.ci/run runs the README's test commands (the block that starts with the test install), line for
+    line, then the Triton-compat run and the resolution on PyPI alone."""
     readme = (ROOT / "README.md").read_text()
-    block = re.search(r"```bash\n(python3 -m pip install [^\n]*\"\.\[test\]\"[^\n]*\n.*?)```", readme, re.S)
+    block = re.search(r"```bash\n(python3 -m pip install -e \"\.\[test\]\"\n.*?)```", readme, re.S)
     assert block, "the README shows no test command block"
-    commands = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
-                if line and not line.startswith(("#", "set ", "cd "))]
-    assert commands == block[1].splitlines()
+    ci = (ROOT / ".ci" / "run").read_text()
+    commands = re.search(r"\n# README test commands\n(.*?)# end of README test commands\n(.*)", ci, re.S)
+    assert commands, ".ci/run marks no README test commands"
+    assert commands[1] == block[1]
+    assert commands[2].split() == [".ci/triton-compat", ".ci/resolve-on-pypi"]

@@ -1,5 +1,5 @@
 """The rule registry: it names every rule the evaluator emits, its examples hold, and the verdict,
-README's capability table and the prompt read it."""
+docs/security.md's capability table and the prompt read it."""
 
 import ast
 import re
@@ -98,9 +98,9 @@ def test_policy_verdict_says_what_to_do_instead(tmp_path):
     assert error.index("instead:") > error.rindex("line ")
 
 
-def test_readme_holds_the_rendered_table():
-    text = rules.README.read_text()
-    assert rules.readme_with_table(text) == text, "README's table is stale: run python -m d2k_env.evaluator.rules"
+def test_security_doc_holds_the_rendered_table():
+    text = rules.SECURITY_DOC.read_text()
+    assert rules.doc_with_table(text) == text, "docs/security.md's table is stale: run python -m d2k_env.evaluator.rules"
 
 
 def test_prompt_reads_the_registry():

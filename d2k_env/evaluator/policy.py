@@ -9,7 +9,7 @@ functions and tensor methods only: the GPU could compile nothing else, and only 
 interpreter would run it as Python. Each violation names its rule and line; any scores 0.
 
 What each rule refuses, and what an honest solution does instead, is said once, in the rule
-registry (rules.py), which the verdicts, README and prompt read. Below: how this module checks it.
+registry (rules.py), which the verdicts, docs/security.md and the prompt read. Below: how this module checks it.
 
 ==================  ===========================================================================
 rule                how it is checked here

@@ -1,12 +1,12 @@
 """Every rule the evaluator enforces, once: the names its verdicts put in brackets.
 
-Each rule has its threat classes (the numbered exploit classes of README's security section),
+Each rule has its threat classes (the numbered exploit classes of docs/security.md),
 where it is checked, what it refuses, what an honest solution does instead, and two examples.
-The verdict of a policy refusal, README's capability table and the prompt's capability lines
+The verdict of a policy refusal, docs/security.md's capability table and the prompt's capability lines
 are all read from here, so a rule is explained in one place. The examples of rules checked in the
 source are appended to :data:`SCAFFOLD` and checked by the policy in tests/test_rules.py.
 
-``python -m d2k_env.evaluator.rules`` rewrites README's table.
+``python -m d2k_env.evaluator.rules`` rewrites that table.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ _FORWARD = "def forward(x):\n    return launch(x)\n"
 @dataclass(frozen=True)
 class Rule:
     id: str  # the bracketed name in verdicts
-    threats: tuple[int, ...]  # exploit classes it stops (README's security section)
+    threats: tuple[int, ...]  # exploit classes it stops (docs/security.md)
     checked: tuple[str, ...]  # SOURCE, RUN or LIMIT
     refuses: str
     instead: str  # the honest alternative, appended to a verdict that names the rule
@@ -265,7 +265,7 @@ def advice(rule_ids) -> str:
 
 
 def table() -> str:
-    """README's capability table, in markdown."""
+    """docs/security.md's capability table, in markdown."""
     rows = ["| rule | checked | refuses | do instead |", "|---|---|---|---|"]
     for r in RULES:
         cells = (f"`[{r.id}]`", ", ".join(r.checked), r.refuses, r.instead)
@@ -273,17 +273,17 @@ def table() -> str:
     return "\n".join(rows)
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SECURITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 BEGIN, END = "<!-- capability table: python -m d2k_env.evaluator.rules -->", "<!-- end of capability table -->"
 
 
-def readme_with_table(text: str) -> str:
+def doc_with_table(text: str) -> str:
     """``text`` with the table between the markers replaced by :func:`table`."""
     pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
     if not pattern.search(text):
-        raise ValueError(f"README.md has no {BEGIN} ... {END} block")
+        raise ValueError(f"{SECURITY_DOC.name} has no {BEGIN} ... {END} block")
     return pattern.sub(lambda _: f"{BEGIN}\n{table()}\n{END}", text)
 
 
 if __name__ == "__main__":
-    README.write_text(readme_with_table(README.read_text()))
+    SECURITY_DOC.write_text(doc_with_table(SECURITY_DOC.read_text()))

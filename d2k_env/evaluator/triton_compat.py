@@ -8,7 +8,7 @@ fixed tables rather than read off whatever Triton is installed: a solution gets 
 under every supported release. tests/test_triton_compat.py compares the tables with the installed
 Triton's own, where it still has them.
 
-Supported and tested: Triton 3.6 to 3.9 (the README lists the torch/Triton pairs that ran).
+Supported and tested: Triton 3.6 to 3.9 (docs/install.md lists the torch/Triton pairs that ran).
 """
 
 from __future__ import annotations

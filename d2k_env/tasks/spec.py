@@ -106,7 +106,7 @@ def _check_workloads(name: str, value: Any) -> None:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """Everything a task declares; README.md ("Adding a task") has a table of the fields."""
+    """Everything a task declares; docs/adding-a-task.md has a table of the fields."""
 
     title: str
     family: str
