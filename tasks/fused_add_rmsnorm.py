@@ -77,8 +77,8 @@ def heldout_workloads(rng, smoke):
         # More rows than the 96 the interpreter's draw once stopped at, so a grid capped at a constant
         # read off that range fails; a row wider than any single block a kernel might hard-code for the
         # published widths (8192 at most, on the GPU); and a mid-sized shape past every smoke one.
-        shapes = [(rng.randint(97, 256), 64 * rng.randint(1, 2)), (rng.randint(1, 2), rng.randint(8193, 16384)),
-                  (rng.randint(9, 24), rng.randint(1001, 4096))]
+        shapes = [(rng.randint(97, 192), 64 * rng.randint(1, 2)), (rng.randint(1, 2), rng.randint(8193, 16384)),
+                  (rng.randint(9, 16), rng.randint(1001, 4096))]
     else:
         shapes = [(rng.randint(1, 3000), 64 * rng.randint(2, 256)), (rng.randint(16385, 32768), 8 * rng.randint(1, 32)),
                   (rng.randint(1, 64), 8 * rng.randint(1025, 4096))]

@@ -73,7 +73,7 @@ def heldout_workloads(rng, smoke):
     tokens the draw once stopped at and printed (a grid capped at a constant read off that range
     fails); the second few tokens: the interpreter pays per program, about 2-3 ms each."""
     if smoke:
-        shapes = [(rng.randint(193, 288), 1, rng.choice((64, 128, 256))), (rng.randint(1, 8), rng.randint(5, 8), 256)]
+        shapes = [(rng.randint(193, 256), 1, rng.choice((64, 128, 256))), (rng.randint(1, 8), rng.randint(5, 8), 256)]
     else:
         shapes = [(rng.randint(1, 4096), rng.randint(1, 64), rng.choice((64, 128, 256))),
                   (rng.randint(16385, 24576), 1, rng.choice((64, 128))), (rng.randint(1, 32), rng.randint(129, 192), 256)]

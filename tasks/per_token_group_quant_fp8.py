@@ -74,8 +74,8 @@ def heldout_workloads(rng, smoke):
     # would hold, on both backends. On the interpreter the first has more rows than the 96 its draw
     # once stopped at (a grid capped at a constant read off that range fails) and one group each.
     if smoke:
-        shapes = [(rng.randint(97, 256), GROUP), (1, GROUP * rng.randint(65, 96)),
-                  (rng.randint(8, 16), GROUP * rng.randint(5, 8))]
+        shapes = [(rng.randint(97, 192), GROUP), (1, GROUP * rng.randint(65, 80)),
+                  (rng.randint(8, 10), GROUP * rng.randint(5, 6))]
     else:
         shapes = [(rng.randint(1, 4096), GROUP * rng.randint(1, 128)), (rng.randint(32769, 40960), GROUP),
                   (rng.randint(1, 3), GROUP * rng.randint(65, 256))]

@@ -13,7 +13,7 @@ tests/security/row_truncation/, evaluated by tests/test_security.py; here the dr
 
 Later (issue 24) a grid of min(M, 96), the top of the published 48-96 range, was paid on every
 submission, and a kernel wrong from 78 rows on on 5 of 8: the interpreter's row shapes now have 97 to
-256 rows (193 to 288 tokens for merge, past its published 192), and every spec's draw must go past its workloads on every axis
+192 rows (193 to 256 tokens for merge, past its published 192), and every spec's draw must go past its workloads on every axis
 (d2k_env/tasks/spec.py checks it at load; tests/security/shape_specialisation/ has the exploits).
 """
 

@@ -39,7 +39,7 @@ def heldout_workloads(rng, smoke):
     kernel right only up to the shapes it was shown fails; each is long on one axis and narrow on
     the others, as the interpreter pays per program (a few ms each; one per row here)."""
     if smoke:  # rows past a grid capped at a constant; a row wider than one block of the GPU widths
-        shapes = [(rng.randint(97, 256), rng.randint(1, 64)), (rng.randint(1, 2), rng.randint(8193, 16384)),
+        shapes = [(rng.randint(97, 192), rng.randint(1, 64)), (rng.randint(1, 2), rng.randint(8193, 16384)),
                   (rng.randint(6, 12), rng.randint(101, 1000))]
     else:
         shapes = [(rng.randint(4097, 16384), rng.randint(1, 256)), (rng.randint(1, 64), rng.randint(8193, 32768)),
