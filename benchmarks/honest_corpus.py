@@ -190,7 +190,7 @@ def report(rows: list[dict], backend: str, mode: str, seed: int | None, elapsed_
     correct = sum(r["correct"] for r in honest)
     by_rule = collections.Counter(rule for r in honest for rule in r["rules"])
     only_rule = collections.Counter(r["rules"][0] for r in honest if len(r["rules"]) == 1)
-    checked = ("a full submit (the task's smoke workloads and two held-out shapes, the runtime guards, the "
+    checked = ("a full submit (the task's smoke workloads and its held-out shapes, the runtime guards, the "
                "checker process)" if mode == "submit" else
                f"a `{mode}` evaluation (the {'GPU' if backend == 'cuda' else 'smoke'} workloads, the runtime "
                "guards, the checker process; no held-out shapes)")

@@ -5,8 +5,10 @@ Per task: the spec and its pieces are complete; Gymnasium's check_env; inputs ar
 structured; the baseline gives the declared outputs and its own answer passes the checker; the
 reference passes every smoke workload and the held-out shapes on the interpreter; and each kind of
 wrong solution generated from the reference (d2k_env.tasks.wrong_solutions: tail mask dropped, eps
-removed, one output scaled by 1 + 1e-3, last row unwritten) scores 0 on the task's own checks. A
-kind the task skips shows as a skipped test with the task's reason.
+removed, one output scaled by 1 + 1e-3, last row unwritten, grid capped at a constant, a block of
+fixed width) scores 0 on the task's own checks: the last two, right on every smoke workload by
+construction, are submitted and must fail on held-out shapes only. A kind the task skips shows as a
+skipped test with the task's reason.
 
 Every evaluation uses a fixed seed, so no outcome depends on a random draw. The selected ones start
 on two threads when the module starts (each is two sandboxed processes, mostly waited on), so that
@@ -30,7 +32,7 @@ from d2k_env.evaluator.checking import as_tuple
 from d2k_env.prompt import build_prompt, describe_inputs
 from d2k_env.reward import submission_reward
 from d2k_env.task import GUIDANCE_LAYERS, load_task, task_ids
-from d2k_env.tasks import WRONG_SOLUTION_KINDS
+from d2k_env.tasks import HELDOUT_KINDS, WRONG_SOLUTION_KINDS
 from d2k_env.tasks.wrong_solutions import generate
 from d2k_env.verdict import format_result
 
@@ -70,7 +72,7 @@ def evaluations(request, tmp_path_factory):
     evaluators = {t: Evaluator(load_task(t), "interpreter") for t in dict.fromkeys(t for t, _ in solutions)}
 
     def evaluate(task_id: str, kind: str):
-        mode = "submit" if kind == REFERENCE else "test"
+        mode = "submit" if kind == REFERENCE or kind in HELDOUT_KINDS else "test"
         return evaluators[task_id].evaluate(solutions[task_id, kind], mode, seed=SEED)
 
     with serialised_ast_parse(), ThreadPoolExecutor(max_workers=2, thread_name_prefix="every-task") as pool:
@@ -164,3 +166,6 @@ def test_generated_wrong_solution_scores_zero(task_id, kind, evaluations):
     text = format_result(result)
     assert not result.correct and submission_reward("speedup", result) == 0, f"{made.origin} {kind} passed:\n{text}"
     assert not (result.error or "").startswith("[policy]"), f"refused before running, not caught:\n{text}"
+    if kind in HELDOUT_KINDS:  # right on the smoke shapes: the held-out ones alone must catch it
+        assert result.error is None and all(w.correct for w in result.workloads if not w.heldout), text
+        assert any(w.heldout and not w.correct for w in result.workloads), text

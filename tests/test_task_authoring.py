@@ -17,7 +17,7 @@ import torch
 from d2k_env.cli import main
 from d2k_env.evaluator.protocol import derive_seed
 from d2k_env.task import TASKS_PATH_VAR, load_task, task_ids
-from d2k_env.tasks import OneStep, Output, PerOutput, SpecError, Tolerance
+from d2k_env.tasks import Heldout, OneStep, Output, PerOutput, SpecError, Tolerance, Workload
 from d2k_env.tasks.wrong_solutions import generate
 
 TESTS = Path(__file__).resolve().parent
@@ -34,7 +34,12 @@ def test_the_scaffold_loads_with_a_generated_check_sentence_and_every_wrong_solu
     task = load_task(SCRATCH, scaffolded)
     assert task.outputs == ["y"] and task.heldout_workloads(3, smoke=True)
     assert task.description.endswith(task.spec.checked) and "within 0.0001 + 0.0001 * |expected|" in task.description
-    assert [g.origin for g in generate(task)] == ["generated"] * 4
+    made = {g.kind: g for g in generate(task)}
+    assert [g.origin for g in made.values()] == ["generated"] * 6
+    # The launch capped at the 5 rows of the largest smoke workload; one block as wide as the widest
+    # workload of either backend (8192).
+    assert "_l2_normalise_rows[_wrong_capped((M,), (5,))]" in made["grid_capped"].source
+    assert ", 8192, BLOCK=1024)" in made["fixed_width_block"].source
     assert main(["new-task", SCRATCH, "--dir", str(scaffolded)]) == 2  # never overwrites
 
 
@@ -47,6 +52,15 @@ def test_the_scaffold_loads_with_a_generated_check_sentence_and_every_wrong_solu
     ("check=PerOutput()", "check=PerOutput({'z': OneStep()})", "check", "'z', which is no output"),
     ("check=PerOutput()", "check=PerOutput({'y': OneStep()})", "check", "OneStep is for bf16, fp16 and fp8"),
     ('Return y [M, N] fp32', 'Checked: y. Return y [M, N] fp32', "description", "no 'Checked:' sentence"),
+    # Held-out rows capped at the 5 rows of the smoke workloads: no shape goes past them.
+    ("{\"M\": m, \"N\": n}) for m, n in shapes]", "{\"M\": min(m, 5), \"N\": n}) for m, n in shapes]", "heldout",
+     "the interpreter (smoke=True) draw of seed 0: M at most 5, the smoke workloads' largest 5"),
+    # No GPU shape wider than the 8192 of the widest GPU workload.
+    ("rng.randint(8193, 32768)", "rng.randint(1, 8192)", "heldout", "the workloads' largest 8192"),
+    ("heldout_workloads),", "heldout_workloads, fixed=('K',)),", "heldout", "fixed naming axes of the workloads (M, N)"),
+    ("return [Workload(", "return []; [Workload(", "heldout", "a non-empty list of Workload"),
+    ("{\"M\": m, \"N\": n}) for m, n in shapes]", "{\"M\": m}) for m, n in shapes]", "heldout",
+     "held-out shapes with every param of the workloads (M, N)"),
 ])
 def test_a_bad_spec_fails_at_load_naming_the_file_the_field_and_what_was_expected(scaffolded, old, new, field,
                                                                                    expected):
@@ -58,6 +72,21 @@ def test_a_bad_spec_fails_at_load_naming_the_file_the_field_and_what_was_expecte
         load_task(SCRATCH, scaffolded)
     message = str(caught.value)
     assert message.startswith(f"{spec}: field {field!r}: expected ") and expected in message, message
+
+
+def test_an_axis_the_family_holds_fixed_is_named_not_exceeded():
+    """A group size that every workload and every held-out shape shares: an error naming the axis and the
+    draw, until the spec names it in Heldout(fixed=...)."""
+    from d2k_env.tasks.spec import _check_heldout_coverage
+
+    def draw(rng, smoke):
+        return [Workload("rows", {"M": rng.randint(9, 99) if smoke else 9000, "G": 128})]
+
+    smoke, gpu = [Workload("s", {"M": 8, "G": 128})], [Workload("g", {"M": 4096, "G": 128})]
+    with pytest.raises(SpecError, match=r"the interpreter \(smoke=True\) draw of seed 0: G at most 128, the smoke "
+                                        r"workloads' largest 128"):
+        _check_heldout_coverage(Heldout("rows", draw), gpu, smoke)
+    _check_heldout_coverage(Heldout("rows", draw, fixed=("G",)), gpu, smoke)
 
 
 def test_a_spec_without_task_names_what_it_must_bind(scaffolded):
@@ -90,7 +119,7 @@ def test_a_scratch_task_from_the_scaffold_gets_every_generic_test(scaffolded):
     # found it through the path.
     assert SCRATCH not in task_ids() or os.environ.get(TASKS_PATH_VAR)
     summary = run.stdout.strip().splitlines()[-1]
-    assert summary.startswith("9 passed") and "skipped" not in summary, summary
+    assert summary.startswith("11 passed") and "skipped" not in summary, summary
 
 
 def test_a_scratch_task_gets_every_generic_exploit_class(scaffolded):
@@ -128,5 +157,5 @@ def test_eval_submit_from_the_command_line_checks_the_heldout_shapes(scaffolded,
                  "--json", str(report)]) == 0
     result = json.loads(report.read_text())
     held = [w["name"] for w in result["workloads"] if w["heldout"]]
-    assert result["mode"] == "submit" and len(held) == 2 and all(w["correct"] for w in result["workloads"])
+    assert result["mode"] == "submit" and len(held) == 3 and all(w["correct"] for w in result["workloads"])
     assert held == [w.name for w in load_task(SCRATCH).heldout_workloads(derive_seed(1, "heldout"), smoke=True)]

@@ -34,11 +34,16 @@ def roofline(w):
 
 def heldout_workloads(rng, smoke):
     """Shapes of the family drawn from ``rng`` (seeded from a submission's secret seed); with
-    ``smoke``, sizes the CPU interpreter runs in seconds. Submit checks them, untimed."""
-    if smoke:
-        shapes = [(rng.randint(6, 12), rng.randint(65, 300)), (rng.randint(1, 3), rng.randint(1, 64))]
+    ``smoke``, sizes the CPU interpreter runs in seconds. Submit checks them, untimed. On every axis
+    one of them goes past every workload of its backend (the spec checks it when it loads), so a
+    kernel right only up to the shapes it was shown fails; each is long on one axis and narrow on
+    the others, as the interpreter pays per program (a few ms each; one per row here)."""
+    if smoke:  # rows past a grid capped at a constant; a row wider than one block of the GPU widths
+        shapes = [(rng.randint(97, 192), rng.randint(1, 64)), (rng.randint(1, 2), rng.randint(8193, 16384)),
+                  (rng.randint(6, 12), rng.randint(101, 1000))]
     else:
-        shapes = [(rng.randint(1, 8192), rng.randint(1, 16384)) for _ in range(2)]
+        shapes = [(rng.randint(4097, 16384), rng.randint(1, 256)), (rng.randint(1, 64), rng.randint(8193, 32768)),
+                  (rng.randint(1, 4096), rng.randint(1, 8192))]
     return [Workload(f"{{m}}x{{n}}", {{"M": m, "N": n}}) for m, n in shapes]
 
 
@@ -70,8 +75,11 @@ Return y [M, N] fp32, a new tensor.
     # rounding step for bf16/fp16/fp8, a tolerance for fp32, exact otherwise); name an output to
     # choose its check, e.g. PerOutput({{"lse": Tolerance(1e-5, 1e-5, why="...")}}).
     check=PerOutput(),
-    # The held-out shape family, in the sentence the prompt shows, and how shapes are drawn.
-    heldout=Heldout("any M >= 1 and N >= 1; submit also checks two held-out shapes drawn at random", heldout_workloads),
+    # The held-out shape family, in the sentence the prompt shows, and how shapes are drawn. Axes the
+    # family holds fixed (a group size, say) are named in Heldout(..., fixed=("G",)).
+    heldout=Heldout("any M >= 1 and N >= 1; submit also checks three held-out shapes drawn at random, each "
+                    "long on one axis: more rows than any workload of the backend, rows wider than 8192, and "
+                    "a mid-sized one", heldout_workloads),
     # Optional: in_place_inputs=(i, ...) for inputs the task updates in place, and wrong_solutions=
     # {{kind: WrongSolution(edits=... or skip="why")}} where a generated wrong solution needs help.
 )

@@ -18,7 +18,14 @@ from d2k_env.task import Roofline, Workload
 from d2k_env.tasks.checks import Check, PerOutput
 
 # The wrong solutions generated from every task's reference (d2k_env.tasks.wrong_solutions).
-WRONG_SOLUTION_KINDS = ("tail_mask_dropped", "eps_removed", "output_scaled", "last_row_unwritten")
+WRONG_SOLUTION_KINDS = ("tail_mask_dropped", "eps_removed", "output_scaled", "last_row_unwritten", "grid_capped",
+                        "fixed_width_block")
+# The kinds right on every smoke workload by construction: only the held-out shapes of a submission
+# can find them wrong.
+HELDOUT_KINDS = ("grid_capped", "fixed_width_block")
+# The secret seeds a spec's held-out draw is tried with when the spec is built (each draw must cover
+# every axis; see Heldout). Drawing is cheap: no tensor is made.
+HELDOUT_CHECK_SEEDS = range(64)
 
 
 class SpecError(ValueError):
@@ -50,15 +57,25 @@ class Heldout:
     """Held-out shapes (shape specialisation): ``shapes``, the family in one sentence the prompt
     promises, and ``draw(rng, smoke) -> list[Workload]``, shapes of it drawn from ``rng`` (a
     ``random.Random`` seeded from the submission's secret seed; ``smoke`` asks for sizes the CPU
-    interpreter runs quickly). ``submit`` checks them, untimed."""
+    interpreter runs quickly). ``submit`` checks them, untimed.
+
+    A draw must cover the family past what the backend shows: on every axis (every numeric param of
+    the workloads), at least one drawn shape exceeds the largest workload of that backend (the smoke
+    workloads on the interpreter, the GPU workloads on the GPU); a kernel right only up to the shapes
+    it was shown then fails. The spec checks this when it is built, on the draws of
+    ``HELDOUT_CHECK_SEEDS``. ``fixed`` names the axes the family does not vary (a group size, say),
+    which no shape can exceed. Keep a shape long on one axis narrow on the others: the interpreter
+    pays per program."""
 
     shapes: str
     draw: Callable[[random.Random, bool], list[Workload]]
+    fixed: Sequence[str] = ()
 
     def __post_init__(self):
         if not (isinstance(self.shapes, str) and self.shapes.strip()):
             raise SpecError("heldout", "Heldout(shapes, draw) with shapes a sentence", self.shapes)
         _check_callable("heldout", self.draw, 2, "draw(rng, smoke)")
+        _check_strings("heldout", self.fixed, non_empty=False)
 
 
 @dataclass(frozen=True)
@@ -94,6 +111,49 @@ def _check_strings(name: str, value: Any, non_empty: bool) -> None:
         raise SpecError(name, "a list of non-empty strings", value)
     if non_empty and not value:
         raise SpecError(name, "a non-empty list of strings", value)
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)  # a flag is no size
+
+
+def _axes(workloads: Sequence[Workload]) -> list[str]:
+    """The params every workload has as a number: the axes of the shape family."""
+    return [k for k in workloads[0].params if all(k in w.params and _numeric(w.params[k]) for w in workloads)]
+
+
+def _check_heldout_coverage(heldout: Heldout, workloads: Sequence[Workload], smoke_workloads: Sequence[Workload]) -> None:
+    """Every draw of ``HELDOUT_CHECK_SEEDS``, on each backend, is a non-empty list of workloads of the
+    family that goes past that backend's largest workload on every axis but ``heldout.fixed``."""
+    for smoke, published in ((True, smoke_workloads), (False, workloads)):
+        backend = "interpreter (smoke=True)" if smoke else "GPU (smoke=False)"
+        axes = _axes(published)
+        unknown = sorted(set(heldout.fixed) - set(axes))
+        if unknown:
+            raise SpecError("heldout", f"fixed naming axes of the workloads ({', '.join(axes)})", unknown)
+        largest = {a: max(w.params[a] for w in published) for a in axes if a not in heldout.fixed}
+        for seed in HELDOUT_CHECK_SEEDS:
+            try:
+                drawn = heldout.draw(random.Random(seed), smoke)
+            except Exception as exc:  # the author's code: any failure is the spec's
+                raise SpecError("heldout", "draw(rng, smoke) returning shapes", f"the {backend} draw of seed {seed} "
+                                                                                 f"raised {exc!r}") from None
+            if not (isinstance(drawn, (list, tuple)) and drawn and all(isinstance(w, Workload) for w in drawn)):
+                raise SpecError("heldout", f"draw(rng, smoke) returning a non-empty list of Workload "
+                                           f"(the {backend} draw of seed {seed})", drawn)
+            for w in drawn:
+                if not all(k in w.params for k in axes):
+                    raise SpecError("heldout", f"held-out shapes with every param of the workloads ({', '.join(axes)})",
+                                    w)
+            reach = {a: max((w.params[a] for w in drawn if _numeric(w.params[a])), default=None) for a in largest}
+            short = [a for a, most in largest.items() if reach[a] is None or reach[a] <= most]
+            if short:
+                raise SpecError(
+                    "heldout", "a draw with, on every axis, a shape past the backend's largest workload (axes the "
+                               "family holds fixed go in Heldout(fixed=...))",
+                    f"the {backend} draw of seed {seed}: " + "; ".join(
+                        f"{a} at most {reach[a]}, the {'smoke ' if smoke else ''}workloads' largest {largest[a]}"
+                        for a in short))
 
 
 def _check_workloads(name: str, value: Any) -> None:
@@ -142,6 +202,7 @@ class TaskSpec:
         _check_callable("roofline", self.roofline, 1, "roofline(workload) -> Roofline")
         if not isinstance(self.heldout, Heldout):
             raise SpecError("heldout", "Heldout(shapes, draw)", self.heldout)
+        _check_heldout_coverage(self.heldout, self.workloads, self.smoke_workloads)
         if not isinstance(self.check, Check):
             raise SpecError("check", "a d2k_env.tasks checker (PerOutput(...) or a Check)", self.check)
         problem = self.check.problem(self.outputs)

@@ -1,6 +1,6 @@
 """Wrong solutions generated from a task's reference, which the task's checks must score 0.
 
-Four kinds (``WRONG_SOLUTION_KINDS``), each a small fault an honest-looking kernel has:
+Six kinds (``WRONG_SOLUTION_KINDS``), each a small fault an honest-looking kernel has:
 
 - ``tail_mask_dropped``: every ``mask=``/``other=`` of the reference's ``tl.load``/``tl.store``
   calls removed, so the last partial block reads and writes past the end;
@@ -9,7 +9,18 @@ Four kinds (``WRONG_SOLUTION_KINDS``), each a small fault an honest-looking kern
 - ``output_scaled``: the first fp32/fp64 output multiplied by 1 + 1e-3 by an extra kernel (narrower
   outputs are already rounded: the same factor would not change them);
 - ``last_row_unwritten``: the first output copied by an extra kernel into a fresh tensor, all but
-  its last row (index ``[-1]`` of the first dimension), which keeps what the allocation held.
+  its last row (index ``[-1]`` of the first dimension), which keeps what the allocation held;
+- ``grid_capped``: every launch's grid capped, dimension by dimension, at the largest the reference
+  launches on any smoke workload (a grid of ``min(M, constant)``): programs past the cap never run;
+- ``fixed_width_block``: the first output copied into a fresh tensor for its first W columns only
+  (its last dimension), W the power of two at or above that output's width on every workload, smoke
+  and GPU: what one block of a hard-coded width, with no loop along the row, writes.
+
+The last two (``HELDOUT_KINDS``) are right on every smoke workload by construction: only the
+held-out shapes of a submission, which go past every workload on every axis, find them wrong. Their
+constants come from a dry run of the reference's host code (its kernels replaced by recorders that
+run nothing) on the workloads' inputs: real ones for the smoke workloads, on the "meta" device for
+the GPU ones.
 
 A task adapts a kind in its spec (``wrong_solutions``): literal edits to the reference first, when
 its fault does not show on the smoke shapes as written, or a reason to skip it. A kind that cannot
@@ -40,7 +51,24 @@ def _wrong_copy(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
 def _wrong_scale(ptr, n, factor, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(ptr + offs, tl.load(ptr + offs, mask=offs < n) * factor, mask=offs < n)
+
+
+@triton.jit
+def _wrong_copy_columns(src_ptr, dst_ptr, n, width, kept, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = (offs < n) & (offs % width < kept)
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=mask), mask=mask)
 '''
+# The grid_capped kind's launches go through it: a grid (or a grid function) capped per dimension.
+_CAP_HELPER = '''
+
+def _wrong_capped(grid, caps):
+    if callable(grid):
+        return lambda meta: _wrong_capped(grid(meta), caps)
+    dims = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+    return tuple((min(g, c) for g, c in zip(dims, caps)))
+'''
+_TRITON_DECORATORS = ("jit", "autotune", "heuristics")
 
 
 @dataclass(frozen=True)
@@ -122,6 +150,99 @@ def _leave_last_row(source: str, outputs) -> str:
     ])
 
 
+def _kernels(tree: ast.Module) -> dict[str, list[str]]:
+    """The module's Triton kernels (functions decorated with triton.jit, autotune or heuristics) and
+    their parameter names."""
+    def named(d):
+        target = d.func if isinstance(d, ast.Call) else d
+        return target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+    return {n.name: [a.arg for a in n.args.args] for n in tree.body
+            if isinstance(n, ast.FunctionDef) and any(named(d) in _TRITON_DECORATORS for d in n.decorator_list)}
+
+
+class _Recorder:
+    """Stands in for a kernel in a dry run: ``kernel[grid](*args)`` records the grid and runs nothing."""
+
+    def __init__(self, params: list[str], grids: list[tuple]):
+        self.params, self.grids = params, grids
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            shape = grid({**dict(zip(self.params, args)), **kwargs}) if callable(grid) else grid
+            self.grids.append(tuple(shape) if isinstance(shape, (tuple, list)) else (shape,))
+        return launch
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What the reference's host code asked for on some workloads: every launch's grid, and the
+    shape of the first output on each workload."""
+
+    grids: list[tuple]
+    first_shapes: list[tuple]
+
+
+def dry_run(task, source: str, workloads, device: str) -> DryRun:
+    """``source`` (the reference, perhaps edited) run on the inputs of ``workloads`` with its kernels
+    replaced by recorders (:class:`_Recorder`): the outputs are allocated, never written. The inputs
+    are drawn with a fixed seed on the CPU, or made on the "meta" device (no data: for GPU sizes)."""
+    tree = ast.parse(source)
+    kernels = _kernels(tree)
+    if not kernels:
+        raise NotGenerated("the reference defines no Triton kernel at module level")
+    for node in tree.body:  # plain functions: the recorders replace them before anything is called
+        if isinstance(node, ast.FunctionDef) and node.name in kernels:
+            node.decorator_list = []
+    namespace = {"__name__": f"d2k_dry_run_{task.id}", "__file__": str(task.reference_path)}
+    grids: list[tuple] = []
+    shapes: list[tuple] = []
+    try:
+        exec(compile(tree, str(task.reference_path), "exec"), namespace)  # the task's own, trusted reference
+        for name, params in kernels.items():
+            namespace[name] = _Recorder(params, grids)
+        for w in workloads:
+            gen = torch.Generator().manual_seed(0) if device == "cpu" else None
+            outputs = namespace["forward"](*task.make_inputs(w, gen, torch.device(device)))
+            shapes.append(tuple((outputs if isinstance(outputs, (tuple, list)) else (outputs,))[0].shape))
+    except Exception as exc:
+        raise NotGenerated(f"a dry run of the reference's host code on the {device} inputs raised {exc!r}") from None
+    if not grids:
+        raise NotGenerated("the reference launched no kernel through kernel[grid] in a dry run")
+    return DryRun(grids, shapes)
+
+
+def _cap_grids(source: str, task) -> str:
+    run = dry_run(task, source, task.smoke_workloads, "cpu")
+    caps = tuple(max(g[i] for g in run.grids if len(g) > i) for i in range(max(map(len, run.grids))))
+    tree = ast.parse(source)
+    kernels = _kernels(tree)
+    capped = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in kernels:
+            node.slice = ast.Call(ast.Name("_wrong_capped", ast.Load()), [node.slice, ast.Constant(caps)], [])
+            capped += 1
+    if not capped:
+        raise NotGenerated("no launch of the form kernel[grid] names a kernel of the reference")
+    return ast.unparse(ast.fix_missing_locations(tree)) + _CAP_HELPER
+
+
+def _fix_block_width(source: str, task) -> str:
+    widths = [shape[-1] for device, ws in (("cpu", task.smoke_workloads), ("meta", task.workloads))
+              for shape in dry_run(task, source, ws, device).first_shapes if shape]
+    if not widths:
+        raise NotGenerated("the first output has no dimension")
+    kept = 1 << (max(widths) - 1).bit_length()  # the next power of two
+    outputs = task.spec.outputs
+    return _wrapped(source, len(outputs), [
+        "full = outputs[0]",
+        "kept = torch.empty(full.shape, dtype=full.dtype, device=full.device)",
+        "n = full.numel()",
+        f"_wrong_copy_columns[(max(1, triton.cdiv(n, 1024)),)](full, kept, n, max(1, full.shape[-1]), {kept}, "
+        "BLOCK=1024)",
+        "return (kept,) + outputs[1:]" if len(outputs) > 1 else "return kept",
+    ])
+
+
 def _apply_edits(source: str, edits, task_id: str) -> str:
     for old, new in edits:
         if old not in source:
@@ -139,6 +260,8 @@ def generate(task) -> list[Generated]:
         "eps_removed": _remove_eps,
         "output_scaled": lambda src: _scale_output(src, task.spec.outputs),
         "last_row_unwritten": lambda src: _leave_last_row(src, task.spec.outputs),
+        "grid_capped": lambda src: _cap_grids(src, task),
+        "fixed_width_block": lambda src: _fix_block_width(src, task),
     }
     made = []
     for kind in WRONG_SOLUTION_KINDS:
