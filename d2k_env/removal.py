@@ -13,7 +13,7 @@ top directory under fresh names to be emptied in turn. So the tree is never more
 deep while it is taken apart, at most two directories are open at once, and each entry is handled a
 bounded number of times: the work is linear in the number of entries, whatever their shape. A
 directory whose permissions keep its owner out is given them (``chmod`` of the directory itself,
-through its parent's descriptor, never through a link) before it is read or changed.
+through a descriptor that pins it, never through a link) before it is read or changed.
 
 What it cannot remove (another user's file in a directory it may not change, a mount point, an
 immutable file) it leaves in place, logs (the first few by name, the rest counted) and goes on
@@ -213,12 +213,16 @@ def _open_directory(parent: int, name: str, where: str, failures: _Failures) -> 
 
 
 def _grant_owner(parent: int, name: str) -> None:
-    """Owner's read, write and search permission on ``name``, never through a link (raises on a
-    link, or where the C library cannot change a mode without following one)."""
+    """Owner's read, write and search permission on the directory ``name``, never through a link:
+    pinned by an ``O_PATH`` descriptor (which needs no permission), changed through /proc's name
+    for that descriptor (``fchmod`` refuses one opened with ``O_PATH``)."""
+    pinned = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
     try:
-        os.chmod(name, _OWNER_ALL, dir_fd=parent, follow_symlinks=False)
-    except (NotImplementedError, ValueError) as exc:  # a link, or no AT_SYMLINK_NOFOLLOW for chmod here
-        raise PermissionError(errno.EACCES, f"cannot change its permissions ({exc})") from None
+        if not stat.S_ISDIR(os.fstat(pinned).st_mode):
+            raise PermissionError(errno.EACCES, "not a directory whose permissions may be changed")
+        os.chmod(f"/proc/self/fd/{pinned}", _OWNER_ALL)
+    finally:
+        os.close(pinned)
 
 
 def _move_up(directory: int, name: str, top: int, where: str, fresh, failures: _Failures) -> str | None:
