@@ -30,7 +30,6 @@ import json
 import os
 import queue
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -201,7 +200,7 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        tempdirs.remove_tree(self.directory)
 
 
 # -- one server per process and backend ------------------------------------------------------------

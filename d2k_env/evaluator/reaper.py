@@ -379,8 +379,12 @@ def _remove_worker_directory() -> None:
     in, a ``d2k-eval-*``. (When only the thread ended, the env removes it too; that is harmless.)"""
     directory = os.path.dirname(os.getcwd())
     if os.path.basename(directory).startswith("d2k-eval-"):
-        import shutil
-        shutil.rmtree(directory, ignore_errors=True)
+        # The package's remover (whatever tree the worker left), loaded by path like confine.py.
+        spec = importlib.util.spec_from_file_location(
+            "d2k_removal", os.path.join(os.path.dirname(os.path.dirname(_CONFINE)), "removal.py"))
+        removal = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(removal)
+        removal.remove_tree(directory)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ import platform
 import resource
 import secrets
 import select
-import shutil
 import signal
 import site
 import socket
@@ -191,7 +190,7 @@ def import_root() -> str:
         root = tempdirs.mkdtemp("import")
         os.chmod(root, 0o755)
         os.symlink(os.path.join(_PACKAGE_PARENT, "d2k_env"), os.path.join(root, "d2k_env"))
-        atexit.register(shutil.rmtree, root, ignore_errors=True)
+        atexit.register(tempdirs.remove_tree, root)
         _import_root = root
     return _import_root
 
@@ -475,7 +474,7 @@ class Worker:
             except OSError:
                 pass
             self._take_down()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        tempdirs.remove_tree(self.directory)
 
     def __enter__(self) -> "Worker":
         return self
