@@ -143,7 +143,7 @@ MUTATING_METHODS = frozenset({"append", "extend", "insert", "update", "setdefaul
 FORBIDDEN_ATTRIBUTES = frozenset({
     "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code", "ag_await",
     "f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_trace", "tb_frame", "tb_next", "co_code",
-    "co_consts", "os", "sys", "builtins", "importlib", "inspect", "gc", "ctypes", "subprocess", "threading",
+    "co_consts", "cell_contents", "os", "sys", "builtins", "importlib", "inspect", "gc", "ctypes", "subprocess", "threading",
     "multiprocessing", "signal", "socket", "shutil", "pathlib", "io", "pickle", "marshal", "modules",
 })
 
@@ -551,11 +551,13 @@ class _Checker(ast.NodeVisitor):
             node.id in self.limits and node.id not in (self.scope_locals or set())))
 
     def _check_attribute_names(self, node: ast.Attribute) -> None:
-        """[torch-work]/[introspection] on attribute names: private ones anywhere; in host code the tensor
-        methods and attributes that are not views or metadata, read or called, and the names that reach
-        memory or files (x.numpy, x.tolist, x.untyped_storage, ...); in kernels .handle/.data/.base/.type
-        and torch's tensor methods. For a Name/Attribute chain every attribute of it is checked (the
-        chain is visited once); a chain rooted at an imported module is covered by the module rules."""
+        """[torch-work]/[introspection] on attribute names: dunders, frames, code objects, system modules
+        and forbidden builtins' names, and private ones, anywhere; in host code the tensor methods and
+        attributes that are not views or metadata, read or called, and the names that reach memory or
+        files (x.numpy, x.tolist, x.untyped_storage, ...); in kernels .handle/.data/.base/.type and
+        torch's tensor methods. For a Name/Attribute chain every attribute of it is checked (the chain is
+        visited once: ``logging.getLogger.__globals__.get`` is refused at ``__globals__``, not passed at
+        ``get``); beyond those names, a chain rooted at an imported module is covered by the module rules."""
         chain, n = [], node
         dotted = _dotted(node) is not None
         while isinstance(n, ast.Attribute):
@@ -568,7 +570,14 @@ class _Checker(ast.NodeVisitor):
             name = a.attr
             parent = getattr(a, "_d2k_parent", None)
             called = isinstance(parent, ast.Call) and parent.func is a
-            if name.startswith("_") and not _is_dunder(name):
+            if _is_dunder(name):
+                self.flag("introspection", a, f"dunder attribute {name!r} is not allowed")
+                continue
+            if name in FORBIDDEN_ATTRIBUTES or name in FORBIDDEN_BUILTINS:
+                self.flag("introspection", a, f"the attribute {name!r} (frames, code objects, system modules, a "
+                                              "forbidden builtin's name) is not allowed")
+                continue
+            if name.startswith("_"):
                 self.flag("introspection", a, f"the private attribute {name!r} is not allowed: private attributes "
                                               "reach torch's, Triton's and the interpreter's internals")
                 continue
@@ -605,11 +614,6 @@ class _Checker(ast.NodeVisitor):
             problem = _format_string_problem(node.value)
             if problem:
                 self.flag("format-string", node, problem)
-        if _is_dunder(node.attr):
-            self.flag("introspection", node, f"dunder attribute {node.attr!r} is not allowed")
-        elif node.attr in FORBIDDEN_ATTRIBUTES or node.attr in FORBIDDEN_BUILTINS:
-            self.flag("introspection", node, f"the attribute {node.attr!r} (frames, code objects, system modules, "
-                                             "a forbidden builtin's name) is not allowed")
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             # Whatever the object (torch.Tensor passed through a parameter, a kernel, a module):
             # solutions never need to set attributes, and tampering always does.
