@@ -112,11 +112,12 @@ def _is_dunder(name: str) -> bool:
 
 
 ALLOWED_MODULES = frozenset({"torch", "triton", "math", "itertools", "functools", "__future__", "typing",
-                             "dataclasses", "logging", "warnings"})
+                             "dataclasses", "logging", "warnings", "contextlib"})
 # What honest kernels use of the standard library, no more: annotations (not get_type_hints or
 # ForwardRef, which evaluate strings), frozen records, a module logger (no handlers, files or
-# configuration), warnings, and functools' caches (what they hold is checked at run time: no
-# tensor, and nothing that changes with calls; see kept_state.py).
+# configuration), warnings, contextlib's no-op context (a device guard's stand-in), and functools'
+# caches (what they hold is checked at run time: no tensor, and nothing that changes with calls;
+# see kept_state.py).
 RESTRICTED_MODULE_NAMES = {
     "functools": frozenset({"partial", "reduce", "lru_cache", "cache", "wraps"}),
     "typing": frozenset({"Any", "Callable", "ClassVar", "Dict", "Final", "FrozenSet", "Iterable", "Iterator",
@@ -125,6 +126,7 @@ RESTRICTED_MODULE_NAMES = {
     "dataclasses": frozenset({"dataclass", "field", "fields", "replace", "asdict", "astuple"}),
     "logging": frozenset({"getLogger", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "Logger"}),
     "warnings": frozenset({"warn"}),
+    "contextlib": frozenset({"nullcontext"}),
 }
 # Builtins a Triton kernel body may name (the interpreter runs bodies as Python: anything else
 # reachable from a kernel could do the work outside Triton).
