@@ -622,3 +622,31 @@ def forward(x):
                                "    tl.store(y_ptr + offs, v, mask=mask)\n    return v\n")
     assert returning != source
     assert [v.rule for v in check_solution(returning, ALLOWED)] == ["gpu-compile"]
+
+
+# -- issue 25: whole attribute chains, and the honest styles two hidden corpora were refused for -----------
+
+@pytest.mark.parametrize("body, line", [
+    # a dunder, frame or forbidden name anywhere in a dotted chain, not only at its end
+    ("import logging\ndef forward(x):\n    e = logging.getLogger.__globals__.get('__builtins__').get('exec')\n"
+     "    k[(1,)](x)\n    return x\n", 3),
+    ("def forward(x):\n    g = forward.__globals__.copy()\n    k[(1,)](x)\n    return x\n", 2),
+    ("def forward(x):\n    e = x.__class__.__init__.__globals__.get('__builtins__')\n    k[(1,)](x)\n    return x\n", 2),
+    ("def _walk():\n    g = yield\n    yield g.gi_frame.f_back.f_locals.get('run')\n"
+     "def forward(x):\n    k[(1,)](x)\n    return x\n", 3),
+    ("def forward(x):\n    k[(1,)](x)\n    m = triton.jit.__globals__.get('os')\n    return x\n", 3),
+    ("def forward(x):\n    k[(1,)](x)\n    c = x.cell_contents\n    return x\n", 3),
+    # a local named like a forbidden builtin shadows it only in its own def (and the defs inside it)
+    ("def forward(x):\n    def inner(exec):\n        return exec\n    exec('1')\n    k[(1,)](x)\n    return x\n", 4),
+    ("def forward(x, run=exec):\n    k[(1,)](x)\n    return x\n", 1),
+    ("def forward(x):\n    f = lambda exec: exec\n    k[(1,)](x)\n    return x\n", 2),
+    ("def forward(x):\n    y = [input for input in (x,)]\n    k[(1,)](x)\n    return input\n", 2),
+])
+def test_every_attribute_of_a_chain_and_every_unshadowed_builtin_is_refused(body, line):
+    assert ("introspection", KERNEL.count("\n") + line) in rules(body), rules(body)
+
+
+def test_a_parameter_named_like_a_builtin_is_that_parameter():
+    body = ("def _out(input):\n    return torch.empty_like(input)\n"
+            "def forward(input):\n    y = _out(input)\n    k[(1,)](input)\n    return y\n")
+    assert rules(body) == []

@@ -434,6 +434,12 @@ class _Checker(ast.NodeVisitor):
         self.module_bound: set[str] = set()  # set by _check_run: names the module binds
         self.limits: set[str] = set()  # set by _check_run: module names bound to torch.finfo/iinfo(dtype)
         self.kernel_aliases: set[str] = set()  # host locals bound only to kernels (kernel = _k)
+        self.own_locals: list[set[str]] = []  # per enclosing def, the names its own scope binds (_own_locals)
+
+    def _shadowed(self, name: str) -> bool:
+        """Whether ``name`` is a local of the def being visited or of one enclosing it (a parameter named
+        ``input``): there it is not the builtin, whose object only a caller naming it could pass in."""
+        return any(name in scope for scope in self.own_locals)
 
     def flag(self, rule: str, node: ast.AST, message: str) -> None:
         self.violations.append(Violation(rule, getattr(node, "lineno", 0), message))
@@ -624,7 +630,7 @@ class _Checker(ast.NodeVisitor):
         dotted = _dotted(node)
         if dotted is not None:
             root = dotted.split(".")[0]
-            if root in FORBIDDEN_BUILTINS and root not in self.aliases:
+            if root in FORBIDDEN_BUILTINS and root not in self.aliases and not self._shadowed(root):
                 self.flag("introspection", node, f"the builtin {root!r} is not allowed")
             full = self._resolve(dotted)
             self._check_torch_name(full, node)
@@ -648,7 +654,7 @@ class _Checker(ast.NodeVisitor):
             self._rebinding(node.id, node)
         if isinstance(node.ctx, (ast.Store, ast.Del)) and _is_dunder(node.id) and node.id not in MODULE_DUNDERS_BOUND:
             self._dunder_store(node.id, node)
-        if node.id in FORBIDDEN_BUILTINS and node.id not in self.aliases:
+        if node.id in FORBIDDEN_BUILTINS and node.id not in self.aliases and not self._shadowed(node.id):
             self.flag("introspection", node, f"the builtin {node.id!r} is not allowed")
         elif _is_dunder(node.id) and node.id not in MODULE_GLOBALS | MODULE_DUNDERS_BOUND:
             self.flag("introspection", node, f"{node.id!r} is not allowed")
@@ -904,7 +910,7 @@ class _Checker(ast.NodeVisitor):
         for p in args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]:
             if p.arg in self.protected:
                 self._rebinding(p.arg, p)
-            elif _is_dunder(p.arg) or p.arg in FORBIDDEN_BUILTINS:
+            elif _is_dunder(p.arg):
                 self.flag("introspection", p, f"the parameter name {p.arg!r} is not allowed")
         for default in args.defaults + [d for d in args.kw_defaults if d is not None]:
             if _is_mutable_value(default, self.all_aliases):  # a module-level name: judged at run time
@@ -964,8 +970,10 @@ class _Checker(ast.NodeVisitor):
                                       if p.annotation is not None and
                                       self._resolve(_dotted(p.annotation) or "").endswith("constexpr")}
             self.kernel_loop_names = _loop_bound_names(node)
+        self.own_locals.append(_own_locals(node))
         for child in node.body:
             self.visit(child)
+        self.own_locals.pop()  # defaults and annotations are evaluated in the enclosing scope
         self.in_kernel_signature = True
         for default in node.args.defaults + node.args.kw_defaults:
             if default is not None:
@@ -1098,6 +1106,29 @@ def _loop_bound_names(func: ast.AST) -> set[str]:
 
 def _param_names(a: ast.arguments) -> set[str]:
     return {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]}
+
+
+def _own_locals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The names a def's own scope binds: its parameters, and the names its body stores, imports or
+    defines, not those of nested defs, lambdas, classes or comprehensions (fewer than Python's own
+    locals where a walrus hides in those: a name left out is only checked as the builtin)."""
+    names = _param_names(func.args)
+    stack = list(func.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {name for name, _ in _import_bindings(node)}
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        stack.extend(ast.iter_child_nodes(node))
+    return names
 
 
 def _bound_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
