@@ -650,3 +650,26 @@ def test_a_parameter_named_like_a_builtin_is_that_parameter():
     body = ("def _out(input):\n    return torch.empty_like(input)\n"
             "def forward(input):\n    y = _out(input)\n    k[(1,)](input)\n    return y\n")
     assert rules(body) == []
+
+
+HAS_TRITON = "try:\n    import triton\n    import triton.language as tl\n    HAS_TRITON = True\nexcept ImportError:\n{}\n"
+
+
+def test_an_import_fallback_that_never_runs_may_bind_fewer_names():
+    body = HAS_TRITON.format("    HAS_TRITON = False") + "def forward(x):\n    k[(1,)](x)\n    return x\n"
+    assert rules(body) == []
+
+
+@pytest.mark.parametrize("handler, rule", [
+    ("    import os", "try-except"),  # names the try branch does not bind
+    ("    HAS_TRITON = len([])", "try-except"),  # a call: the handler is no fallback
+])
+def test_a_fallback_that_never_runs_is_still_only_imports_and_literals(handler, rule):
+    body = HAS_TRITON.format(handler) + "def forward(x):\n    k[(1,)](x)\n    return x\n"
+    assert rule in [r for r, _ in rules(body)], rules(body)
+
+
+def test_a_fallback_for_an_import_that_may_fail_binds_the_same_names():
+    body = ("try:\n    from triton.language.extra import libdevice\n    HAS = True\nexcept ImportError:\n"
+            "    HAS = False\ndef forward(x):\n    k[(1,)](x)\n    return x\n")
+    assert "try-except" in [r for r, _ in rules(body)]

@@ -1874,6 +1874,10 @@ MAX_SOURCE_CHARS = 256 * 1024
 # combination of their branches.
 MAX_IMPORT_FALLBACKS = 3
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
+# Modules the worker has imported before it loads a solution, under every Triton it supports: an
+# ``import`` of one cannot fail there.
+ALWAYS_IMPORTED = frozenset({"torch", "triton", "triton.language", "math", "itertools", "functools", "typing",
+                             "dataclasses", "logging", "warnings", "contextlib"})
 
 
 def _fallback_statement(stmt: ast.stmt, aliases: dict[str, str]) -> ast.stmt | None:
@@ -1908,14 +1912,25 @@ def _branch_names(stmts: list[ast.stmt]) -> set[str]:
     return names
 
 
+def _never_fails(stmts: list[ast.stmt]) -> bool:
+    """Whether a try body cannot raise ImportError in any worker: plain imports of modules every worker
+    has loaded before the solution (torch, triton, triton.language, the allowed standard modules),
+    and literals (``HAS_TRITON = True``)."""
+    return all(isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) or
+               isinstance(stmt, ast.Import) and all(a.name in ALWAYS_IMPORTED for a in stmt.names)
+               for stmt in stmts)
+
+
 def _import_fallback(node: ast.stmt, aliases: dict[str, str], bound: set[str]
-                     ) -> tuple[list[ast.stmt], list[ast.stmt]] | None:
+                     ) -> tuple[list[ast.stmt], ...] | None:
     """(what runs when the imports succeed, what runs when one fails) for ``try: <imports> except
     ImportError: <fallback>`` at module level, or None for any other try statement ([try-except]).
     Both branches may hold only imports, literals and aliases of imported names (_fallback_statement),
     so neither can do work, and must bind the same names, so that whichever ran (the fallback after
     some of the imports did, too) the module's names are those of one branch: the policy checks the
-    module once with each. One handler, of ImportError or ModuleNotFoundError (not rebound), without
+    module once with each. A fallback that never runs (_never_fails: ``try: import triton ...
+    HAS_TRITON = True except ImportError: HAS_TRITON = False``) may bind fewer names; only the try
+    branch is checked then. One handler, of ImportError or ModuleNotFoundError (not rebound), without
     ``as``; no else or finally."""
     if not isinstance(node, ast.Try) or node.orelse or node.finalbody or len(node.handlers) != 1:
         return None
@@ -1931,6 +1946,8 @@ def _import_fallback(node: ast.stmt, aliases: dict[str, str], bound: set[str]
             return None
         branches.append(branch)
     names = _branch_names(node.body)
+    if names and _never_fails(node.body) and _branch_names(handler.body) <= names:
+        return (branches[0],)
     if not names or _branch_names(handler.body) != names:
         return None
     return branches[0], branches[1]
@@ -1949,8 +1966,9 @@ def _executions(tree: ast.Module, bound: set[str]) -> list[ast.Module]:
     if not fallbacks and not guards:
         return [tree]
     runs = []
-    for choice in itertools.product((0, 1), repeat=min(len(fallbacks), MAX_IMPORT_FALLBACKS)):
-        picked = dict(zip(sorted(fallbacks)[:MAX_IMPORT_FALLBACKS], choice))  # the rest stay [try-except]
+    checked = sorted(fallbacks)[:MAX_IMPORT_FALLBACKS]  # the rest stay [try-except]
+    for choice in itertools.product(*(range(len(fallbacks[i])) for i in checked)):
+        picked = dict(zip(checked, choice))
         body = []
         for i, stmt in enumerate(tree.body):
             if i in picked:
