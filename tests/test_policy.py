@@ -673,3 +673,24 @@ def test_a_fallback_for_an_import_that_may_fail_binds_the_same_names():
     body = ("try:\n    from triton.language.extra import libdevice\n    HAS = True\nexcept ImportError:\n"
             "    HAS = False\ndef forward(x):\n    k[(1,)](x)\n    return x\n")
     assert "try-except" in [r for r, _ in rules(body)]
+
+
+FEATURE_TEST = ("if hasattr(tl, {name!r}):\n    fast = tl.{name}\nelse:\n    {other}\n"
+                "@triton.jit\ndef k2(p):\n    tl.store(p, fast.rsqrt(tl.load(p)))\n"
+                "def forward(x):\n    k2[(1,)](x)\n    return x\n")
+
+
+def test_a_hasattr_feature_test_picks_a_module_like_an_import_fallback():
+    assert rules(FEATURE_TEST.format(name="libdevice", other="fast = tl.math")) == []
+    assert rules("def forward(x):\n    k[(1,)](x)\n    return x if hasattr(tl, 'libdevice') else x\n") == []
+
+
+@pytest.mark.parametrize("name, other, rule", [
+    ("libdevice", "fast = torch", "torch-work"),  # each branch is checked as it would run
+    ("libdevice", "slow = tl.math", "torch-work"),  # not the same names: no fallback, and fast is no module
+    ("__dict__", "fast = tl.math", "introspection"),  # the test is checked as the attribute it reads
+    ("extra", "fast = len(tl.math.__name__)", "introspection"),  # a branch that is not a fallback
+])
+def test_a_hasattr_feature_test_is_checked_as_each_branch(name, other, rule):
+    found = [r for r, _ in rules(FEATURE_TEST.format(name=name, other=other))]
+    assert rule in found, found

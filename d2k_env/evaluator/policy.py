@@ -238,8 +238,8 @@ METADATA_ATTRIBUTES = frozenset({"device", "dtype", "shape", "layout"})
 # that could carry one between calls (resolved through the imports; builtins only when not rebound).
 MODULE_LEVEL_BUILTINS = frozenset({
     "abs", "all", "any", "bin", "bool", "chr", "complex", "dict", "divmod", "enumerate", "filter", "float",
-    "format", "frozenset", "hex", "int", "isinstance", "len", "list", "map", "max", "min", "oct", "ord", "pow",
-    "print", "range", "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip",
+    "format", "frozenset", "hasattr", "hex", "int", "isinstance", "len", "list", "map", "max", "min", "oct", "ord",
+    "pow", "print", "range", "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip",
 } | {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)})
 MODULE_LEVEL_CALLS = frozenset({
     "triton.jit", "triton.autotune", "triton.heuristics", "triton.Config", "triton.cdiv", "triton.next_power_of_2",
@@ -387,7 +387,8 @@ def _is_kernel(func: ast.AST, aliases: dict[str, str]) -> bool:
     return "triton.jit" in names and all(n in KERNEL_DECORATORS for n in names)
 
 
-IMMUTABLE_CALLS = frozenset({"float", "int", "str", "bool", "tuple", "frozenset", "range", "complex", "bytes"})
+IMMUTABLE_CALLS = frozenset({"float", "int", "str", "bool", "tuple", "frozenset", "range", "complex", "bytes",
+                             "hasattr"})
 # Triton calls whose result carries a live dict (a Config's .kwargs): as mutable as the dict.
 HOLDER_CALLS = frozenset({"triton.Config"})
 
@@ -741,11 +742,10 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _literal_getattr(self, node: ast.Call) -> bool:
-        """``getattr`` (the builtin, not rebound) with a string literal for the name, 2 or 3 arguments."""
-        return isinstance(node.func, ast.Name) and node.func.id == "getattr" and "getattr" not in self.aliases \
-            and "getattr" not in self.module_bound and not node.keywords and 2 <= len(node.args) <= 3 \
-            and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str) \
-            and node.args[1].value.isidentifier() and not any(isinstance(a, ast.Starred) for a in node.args)
+        """``getattr`` (the builtin, not rebound) with a string literal for the name, 2 or 3 arguments, or
+        ``hasattr`` with 2."""
+        return _literal_attribute_call(node, self.module_bound | set(self.aliases)) and \
+            not self._shadowed(node.func.id)
 
     def _module_base(self, node: ast.AST) -> bool:
         """Whether an attribute's base is an imported module (tl.load, libdevice.exp, math.sqrt)."""
@@ -773,7 +773,8 @@ class _Checker(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         if self._literal_getattr(node):
-            # getattr(obj, "name"[, default]) is obj.name with a fallback: checked as that attribute.
+            # getattr(obj, "name"[, default]) is obj.name with a fallback, hasattr(obj, "name") whether it
+            # is there: checked as that attribute (the object, a module say, is not passed on).
             attribute = ast.copy_location(ast.Attribute(value=node.args[0], attr=node.args[1].value, ctx=ast.Load()),
                                           node)
             attribute._d2k_parent = node
@@ -1912,6 +1913,42 @@ def _branch_names(stmts: list[ast.stmt]) -> set[str]:
     return names
 
 
+def _literal_attribute_call(node: ast.AST, bound: set[str]) -> bool:
+    """``getattr(obj, "name"[, default])`` or ``hasattr(obj, "name")`` (the builtins: not in ``bound``)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in bound):
+        return False
+    most = {"getattr": 3, "hasattr": 2}.get(node.func.id, 0)
+    return not node.keywords and 2 <= len(node.args) <= most and isinstance(node.args[1], ast.Constant) \
+        and isinstance(node.args[1].value, str) and node.args[1].value.isidentifier() \
+        and not any(isinstance(a, ast.Starred) for a in node.args)
+
+
+def _feature_test(node: ast.stmt, aliases: dict[str, str], bound: set[str]
+                  ) -> tuple[list[ast.stmt], list[ast.stmt]] | None:
+    """(the branch taken when the attribute is there, the other) for ``if hasattr(tl, "libdevice"):
+    <fallback> else: <fallback>`` at module level (``not hasattr`` too), or None. Like an import
+    fallback (_import_fallback): both branches only imports, literals and aliases, binding the same
+    names; the test itself, an imported name's attribute by a literal, opens each branch, so that it is
+    checked as that attribute."""
+    if not isinstance(node, ast.If) or not node.orelse:
+        return None
+    test = node.test.operand if isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not) \
+        else node.test
+    if not (_literal_attribute_call(test, bound) and test.func.id == "hasattr" and
+            isinstance(test.args[0], ast.Name) and test.args[0].id in aliases):
+        return None
+    branches = []
+    for stmts in (node.body, node.orelse):
+        branch = [_fallback_statement(stmt, aliases) for stmt in stmts]
+        if None in branch:
+            return None
+        branches.append([ast.copy_location(ast.Expr(copy.deepcopy(test)), node)] + branch)
+    names = _branch_names(node.body)
+    if not names or _branch_names(node.orelse) != names:
+        return None
+    return branches[0], branches[1]
+
+
 def _never_fails(stmts: list[ast.stmt]) -> bool:
     """Whether a try body cannot raise ImportError in any worker: plain imports of modules every worker
     has loaded before the solution (torch, triton, triton.language, the allowed standard modules),
@@ -1958,10 +1995,11 @@ def _executions(tree: ast.Module, bound: set[str]) -> list[ast.Module]:
     left out (it never runs: the worker names the module ``solution`` and no binding of ``__name__`` is
     allowed), so nothing it binds counts as bound (a name it imports would otherwise be used elsewhere
     as bound, and Triton's interpreter fills unbound names in: h04), and each module-level import
-    fallback replaced by one of its branches, every combination. The tree itself when neither is there."""
+    fallback or ``hasattr`` feature test replaced by one of its branches, every combination. The tree itself when neither is there."""
     aliases = _all_aliases(tree)
     fallbacks = {i: branches for i, stmt in enumerate(tree.body)
-                 if (branches := _import_fallback(stmt, aliases, bound)) is not None}
+                 if (branches := _import_fallback(stmt, aliases, bound) or _feature_test(stmt, aliases, bound))
+                 is not None}
     guards = [i for i, stmt in enumerate(tree.body) if _is_main_guard(stmt) and stmt.body]
     if not fallbacks and not guards:
         return [tree]
