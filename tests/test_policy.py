@@ -694,3 +694,32 @@ def test_a_hasattr_feature_test_picks_a_module_like_an_import_fallback():
 def test_a_hasattr_feature_test_is_checked_as_each_branch(name, other, rule):
     found = [r for r, _ in rules(FEATURE_TEST.format(name=name, other=other))]
     assert rule in found, found
+
+
+REFERENCE = "def _reference(x):\n    return torch.rsqrt(x.float())\n"
+
+
+@pytest.mark.parametrize("use", [
+    "def forward(x):\n    k[(1,)](x)\n    return _reference(x)\n",  # called
+    "def forward(x, ref=_reference):\n    k[(1,)](x)\n    return ref(x)\n",  # a default
+    "TABLE = {'ref': _reference}\ndef forward(x):\n    k[(1,)](x)\n    return TABLE['ref'](x)\n",  # stored
+    "def _pick():\n    return _reference\ndef forward(x):\n    k[(1,)](x)\n    return _pick()(x)\n",  # returned
+    "def forward(x):\n    k[(lambda m: (_reference(x).shape[0],))](x)\n    return x\n",  # in a grid lambda
+])
+def test_a_helper_anything_live_names_is_checked_for_torch_work(use):
+    assert "torch-work" in [r for r, _ in rules(REFERENCE + use)]
+
+
+def test_a_decorated_helper_is_live():
+    body = ("def register(f):\n    return f\n@register\n" + REFERENCE +
+            "def forward(x):\n    k[(1,)](x)\n    return x\n")
+    assert "torch-work" in [r for r, _ in rules(body)]
+
+
+def test_test_helpers_nothing_calls_may_use_torch_but_nothing_else():
+    main = "if __name__ == '__main__':\n    print(_check(torch.ones(4)))\n"
+    helpers = REFERENCE + "def _check(x):\n    return torch.testing.assert_close(_reference(x), x)\n"
+    forward = "def forward(x):\n    k[(1,)](x)\n    return x\n"
+    assert rules(helpers + forward + main) == []
+    assert "introspection" in [r for r, _ in rules(helpers.replace("x.float()", "x.__class__") + forward)]
+    assert "torch-work" in [r for r, _ in rules(helpers + forward + "CHECK = _check\n")]  # bound: live

@@ -436,6 +436,8 @@ class _Checker(ast.NodeVisitor):
         self.limits: set[str] = set()  # set by _check_run: module names bound to torch.finfo/iinfo(dtype)
         self.kernel_aliases: set[str] = set()  # host locals bound only to kernels (kernel = _k)
         self.own_locals: list[set[str]] = []  # per enclosing def, the names its own scope binds (_own_locals)
+        self.dead_functions: set[str] = set()  # set by _check_run: see _dead_functions
+        self.in_dead_function = False
 
     def _shadowed(self, name: str) -> bool:
         """Whether ``name`` is a local of the def being visited or of one enclosing it (a parameter named
@@ -443,6 +445,8 @@ class _Checker(ast.NodeVisitor):
         return any(name in scope for scope in self.own_locals)
 
     def flag(self, rule: str, node: ast.AST, message: str) -> None:
+        if self.in_dead_function and rule == "torch-work":
+            return  # a test helper nothing can call: its torch never runs (_dead_functions)
         self.violations.append(Violation(rule, getattr(node, "lineno", 0), message))
 
     # -- imports -----------------------------------------------------------------------------------
@@ -955,6 +959,8 @@ class _Checker(ast.NodeVisitor):
         self._check_args(node.args)
         kernel = _is_kernel(node, self.all_aliases)
         outer, self.in_kernel = self.in_kernel, self.in_kernel or kernel
+        outer_dead = self.in_dead_function
+        self.in_dead_function |= self.scope_locals is None and node.name in self.dead_functions
         outer_locals, self.scope_locals = self.scope_locals, _bound_names(node)
         saved = (self.kernel_constexprs, self.kernel_loop_names, self.metadata_locals, self.fresh_locals,
                  self.tainted_locals, self.scope_params, self.kernel_aliases)
@@ -983,7 +989,7 @@ class _Checker(ast.NodeVisitor):
             if p.annotation is not None:
                 self.visit(p.annotation)
         self.in_kernel_signature = False
-        self.in_kernel, self.scope_locals = outer, outer_locals
+        self.in_kernel, self.scope_locals, self.in_dead_function = outer, outer_locals, outer_dead
         (self.kernel_constexprs, self.kernel_loop_names, self.metadata_locals, self.fresh_locals,
          self.tainted_locals, self.scope_params, self.kernel_aliases) = saved
 
@@ -1821,6 +1827,41 @@ def _entry_point(tree: ast.Module, functions: dict[str, ast.AST]) -> str | None:
     return None
 
 
+def _dead_functions(tree: ast.Module) -> set[str]:
+    """Module-level defs nothing that runs can call: test helpers (a torch reference, an
+    ``assert_close`` check) left beside forward, or called only from the ``if __name__ == "__main__":``
+    block (which _executions has emptied). Everything outside the bodies of undecorated module-level
+    defs runs or may hand a def on (module statements, class bodies, decorators, defaults): the names
+    it loads are live, and so is every name the body of a live def loads. A decorated def is live
+    (its decorator gets the function). A def named nowhere live can be reached only by looking its
+    name up (globals(), getattr on the module, frames), which the introspection rules refuse; the
+    run-time torch guard holds forward's calls whatever the policy decided. Only [torch-work] is
+    waived in a dead def; every other rule applies."""
+    defs = {n.name: n for n in tree.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not n.decorator_list}
+    if sum(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name in defs
+           for n in tree.body) != len(defs):
+        return set()  # a name defined twice: which object it holds is not for the syntax to say
+    pending: list[ast.AST] = []
+    for stmt in tree.body:
+        if stmt.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef) and stmt.name in defs:
+            pending += [*stmt.args.defaults, *(d for d in stmt.args.kw_defaults if d is not None)]
+        else:
+            pending.append(stmt)
+    live, seen = {"forward"}, set()
+    while pending:
+        for node in ast.walk(pending.pop()):
+            if isinstance(node, ast.Name) and node.id not in live:
+                live.add(node.id)
+                if node.id in defs and node.id not in seen:
+                    seen.add(node.id)
+                    pending.append(defs[node.id])
+        if "forward" in defs and "forward" not in seen:
+            seen.add("forward")
+            pending.append(defs["forward"])
+    return set(defs) - live
+
+
 def _launch_graph(tree: ast.Module, aliases: dict[str, str]) -> str | None:
     """Why forward launches no kernel defined in the file, or None when it does.
 
@@ -2031,6 +2072,7 @@ def _check_run(tree: ast.Module, table: symtable.SymbolTable, source_lines: list
     checker = _Checker(allowed_torch, forbidden_imports)
     checker.all_aliases = aliases
     checker.kernel_names = {n.name for n in tree.body if _is_kernel(n, aliases)}
+    checker.dead_functions = _dead_functions(tree)
     checker.source_lines = source_lines
     bound = _module_bound(table)
     checker.module_bound = bound
