@@ -723,3 +723,28 @@ def test_test_helpers_nothing_calls_may_use_torch_but_nothing_else():
     assert rules(helpers + forward + main) == []
     assert "introspection" in [r for r, _ in rules(helpers.replace("x.float()", "x.__class__") + forward)]
     assert "torch-work" in [r for r, _ in rules(helpers + forward + "CHECK = _check\n")]  # bound: live
+
+
+TUNED = ("_t = triton.autotune(configs=[triton.Config({{}}, num_warps=1)], key=[])({wrapped})\n"
+         "def forward(x):\n    _t[(1,)](x)\n    return x\n")
+
+
+def test_autotune_applied_by_a_call_to_a_kernel_is_a_kernel():
+    assert rules(TUNED.format(wrapped="k")) == []
+    assert rules(TUNED.format(wrapped="k") + "_u = triton.heuristics(values={})(_t)\n") == []
+
+
+@pytest.mark.parametrize("extra, rule", [
+    ("def f(p):\n    pass\n", "kernel-source"),  # autotune over a plain function: its body is host code
+    ("_t = k\n", "no-kernel"),  # bound twice: no longer one object for the syntax to follow
+])
+def test_autotune_applied_by_a_call_to_anything_else_is_refused(extra, rule):
+    body = TUNED.format(wrapped="f" if extra.startswith("def f") else "k") + extra
+    assert rule in [r for r, _ in rules(body)], rules(body)
+
+
+def test_a_kernel_applied_by_a_call_is_still_a_kernel_to_host_code():
+    body = TUNED.format(wrapped="k").replace("    return x\n", "    return _t.fn\n")
+    assert "introspection" in [r for r, _ in rules(body)]
+    inside = "def forward(x):\n    t = triton.autotune(configs=[], key=[])(k)\n    t[(1,)](x)\n    return x\n"
+    assert "kernel-source" in [r for r, _ in rules(inside)]

@@ -418,6 +418,7 @@ class _Checker(ast.NodeVisitor):
         self.aliases: dict[str, str] = {}  # local name -> fully qualified module or object
         self.in_kernel = False
         self.kernel_names: set[str] = set()  # set by _check_run: module-level jit functions
+        self.wrapped_kernels: set[str] = set()  # set by _check_run: see _wrapped_kernels
         self.constants: set[str] = set()  # module-level names bound to literals
         self.mutable_globals: set[str] = set()  # module-level names bound to containers or call results
         self.protected: set[str] = set()  # names that may not be rebound: imports and MODULE_NAMES
@@ -606,7 +607,8 @@ class _Checker(ast.NodeVisitor):
                 continue
             base = a.value
             kernel = isinstance(base, ast.Name) and (base.id in self.kernel_aliases or (
-                base.id in self.kernel_names and (self.scope_locals is None or base.id not in self.scope_locals)))
+                base.id in self.kernel_names | self.wrapped_kernels and
+                (self.scope_locals is None or base.id not in self.scope_locals)))
             if kernel and name != "best_config":
                 self.flag("introspection", a, f"{base.id}.{name}: a kernel's attributes (hooks, its Python function, "
                                               "its cache) are not for host code; launch it as kernel[grid](...)")
@@ -940,7 +942,8 @@ class _Checker(ast.NodeVisitor):
         fresh, tainted = _host_scope(func, kept | (self.tainted_locals - params if inherit else set()),
                                      self.module_bound | self.scope_locals)
         # A kernel alias of an enclosing function stays one where this scope does not rebind it.
-        aliases = (set() if isinstance(func, ast.Lambda) else _kernel_aliases(func, self.kernel_names)) | \
+        aliases = (set() if isinstance(func, ast.Lambda) else
+                   _kernel_aliases(func, self.kernel_names | self.wrapped_kernels)) | \
             (self.kernel_aliases - _bound_names(func))
         if inherit:
             fresh |= self.fresh_locals - params
@@ -1396,6 +1399,9 @@ def _module_level_calls(tree: ast.Module, aliases: dict[str, str], bound: set[st
     # what they leave in the module is checked at run time (kept_state.py): a helper building the
     # autotune configs, a frozen dataclass instance of defaults.
     own = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    wrapped = _wrapped_kernels(tree, aliases)
+    wrapper_calls = {id(stmt.value.func) for stmt in tree.body if isinstance(stmt, ast.Assign) and
+                     len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id in wrapped}
 
     def allowed(func: ast.AST) -> str | None:
         """None when the call may run at import, else the callee's name."""
@@ -1405,6 +1411,8 @@ def _module_level_calls(tree: ast.Module, aliases: dict[str, str], bound: set[st
             return None if func.id in MODULE_LEVEL_BUILTINS and func.id not in bound else func.id
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Constant):
             return None  # ", ".join(...), "{}".format(...)
+        if isinstance(func, ast.Call) and id(func) in wrapper_calls:
+            return None  # triton.autotune(...)(kernel): a decorator applied by a call (_wrapped_kernels)
         dotted = _dotted(func)
         if dotted is None:
             return "an expression"
@@ -1655,11 +1663,48 @@ def _gpu_compile_problems(tree: ast.Module, aliases: dict[str, str], bound: set[
     return out
 
 
+KERNEL_WRAPPERS = frozenset({"triton.autotune", "triton.heuristics"})
+
+
+def _wrapped_kernels(tree: ast.Module, aliases: dict[str, str]) -> set[str]:
+    """Module-level names bound, once in the whole file, to ``triton.autotune(...)(k)`` or
+    ``triton.heuristics(...)(k)`` where ``k`` is a kernel of the file or another such name: a kernel
+    applied by a call rather than as a decorator, launched as one. Its body was checked as a kernel."""
+    stores: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            stores[node.id] = stores.get(node.id, 0) + 1
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            stores[node.name] = stores.get(node.name, 0) + 1
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for name, _ in _import_bindings(node):
+                stores[name] = stores.get(name, 0) + 1
+    known = {n.name for n in tree.body if _is_kernel(n, aliases) and stores.get(n.name) == 1}
+    wrapped: set[str] = set()
+    for stmt in tree.body:
+        value = getattr(stmt, "value", None)
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                and stores.get(stmt.targets[0].id) == 1 and isinstance(value, ast.Call) and not value.keywords
+                and len(value.args) == 1 and isinstance(value.args[0], ast.Name) and value.args[0].id in known
+                and isinstance(value.func, ast.Call)):
+            continue
+        dotted = _dotted(value.func.func)
+        if dotted is not None and dotted.split(".")[0] in aliases and _resolve_with(aliases, dotted) in KERNEL_WRAPPERS:
+            wrapped.add(stmt.targets[0].id)
+            known.add(stmt.targets[0].id)
+    return wrapped
+
+
 def _decorators_only(tree: ast.Module, aliases: dict[str, str]) -> list[Violation]:
-    """[kernel-source]: triton.jit, autotune and heuristics only in a def's decorator list. Called on a
-    function (``k = triton.jit(body)``) they make a kernel whose body the policy checked as host code."""
+    """[kernel-source]: triton.jit, autotune and heuristics only in a def's decorator list, or autotune and
+    heuristics applied by a call to a kernel of the file (_wrapped_kernels). Called on a function
+    (``k = triton.jit(body)``) they make a kernel whose body the policy checked as host code."""
     in_decorators = {id(sub) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
                      for d in node.decorator_list for sub in ast.walk(d)}
+    wrapped = _wrapped_kernels(tree, aliases)
+    in_decorators |= {id(sub) for stmt in tree.body if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
+                      isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id in wrapped
+                      for sub in ast.walk(stmt.value.func)}
     out = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in in_decorators:
@@ -1875,6 +1920,7 @@ def _launch_graph(tree: ast.Module, aliases: dict[str, str]) -> str | None:
     bindings = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
                 if isinstance(t, ast.Name)}
     kernels = {name for name, f in functions.items() if _is_kernel(f, aliases)}
+    wrapped = _wrapped_kernels(tree, aliases)
     entry = _entry_point(tree, functions)
     if entry is None or entry in kernels:
         return ("solution.py must define forward(*inputs) once at module level: a def, or a name bound to "
@@ -1896,7 +1942,7 @@ def _launch_graph(tree: ast.Module, aliases: dict[str, str]) -> str | None:
             continue
         function = isinstance(body, (ast.FunctionDef, ast.AsyncFunctionDef))
         params = {a.arg for a in ast.walk(body.args) if isinstance(a, ast.arg)} if function else set()
-        launchable = kernels | (_kernel_aliases(body, kernels) if function else set())
+        launchable = kernels | wrapped | (_kernel_aliases(body, kernels | wrapped) if function else set())
         for node in ast.walk(body):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) and \
                     isinstance(node.func.value, ast.Name):
@@ -2072,6 +2118,7 @@ def _check_run(tree: ast.Module, table: symtable.SymbolTable, source_lines: list
     checker = _Checker(allowed_torch, forbidden_imports)
     checker.all_aliases = aliases
     checker.kernel_names = {n.name for n in tree.body if _is_kernel(n, aliases)}
+    checker.wrapped_kernels = _wrapped_kernels(tree, aliases)
     checker.dead_functions = _dead_functions(tree)
     checker.source_lines = source_lines
     bound = _module_bound(table)
