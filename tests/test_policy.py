@@ -748,3 +748,39 @@ def test_a_kernel_applied_by_a_call_is_still_a_kernel_to_host_code():
     assert "introspection" in [r for r, _ in rules(body)]
     inside = "def forward(x):\n    t = triton.autotune(configs=[], key=[])(k)\n    t[(1,)](x)\n    return x\n"
     assert "kernel-source" in [r for r, _ in rules(inside)]
+
+
+OP = ("class Op:\n    def __init__(self, eps):\n        self.eps = eps\n{extra}"
+      "    def __call__(self, x):\n        k[(1,)](x)\n        return x\n"
+      "_op = Op(1e-6)\n"
+      "def forward(x):\n    return _op(x)\n")
+
+
+def test_an_op_class_sets_its_instance_in_init_and_launches_from_call():
+    assert rules(OP.format(extra="")) == []
+
+
+@pytest.mark.parametrize("extra, rule", [
+    ("    def reset(self):\n        self.eps = 0\n", "tampering"),  # only __init__ sets attributes
+    ("    def __getattr__(self, name):\n        return 0\n", "class-definition"),  # implicit host code
+    ("    def later(self):\n        self.cache.append(1)\n", "hidden-state"),  # state between calls
+    ("    def work(self, x):\n        return x.exp()\n", "torch-work"),  # a method is host code
+])
+def test_an_op_class_is_host_code_under_every_rule(extra, rule):
+    assert rule in [r for r, _ in rules(OP.format(extra=extra))], rules(OP.format(extra=extra))
+
+
+@pytest.mark.parametrize("init", [
+    "    def __init__(self, eps):\n        self = torch\n        self.eps = eps\n",  # not the instance
+    "    def __init__(self, eps):\n        def later():\n            self.eps = eps\n        later()\n",  # nested
+    "    def __init__(self, eps):\n        f = lambda: torch\n        f().eps = eps\n",
+])
+def test_init_sets_only_its_own_instance(init):
+    body = OP.format(extra="").replace("    def __init__(self, eps):\n        self.eps = eps\n", init)
+    assert "tampering" in [r for r, _ in rules(body)], rules(body)
+
+
+def test_an_op_class_inside_a_function_is_refused():
+    body = ("def forward(x):\n    class Op:\n        def __call__(self, y):\n            return y\n"
+            "    k[(1,)](x)\n    return Op()(x)\n")
+    assert "class-definition" in [r for r, _ in rules(body)]

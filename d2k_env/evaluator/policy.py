@@ -39,14 +39,15 @@ rule                how it is checked here
 [introspection]     forbidden builtins (``eval``, ``exec``, ``getattr``, ``type``, ``open``, ``id``,
                     ``hash``, ...), dunder, frame and code-object attributes, ``_private``
                     attributes, a kernel object's attributes in host code, ``global``/``nonlocal``
-[tampering]         assigning or deleting any attribute
+[tampering]         assigning or deleting any attribute, but ``self.name = ...`` in a class's ``__init__``
 [module-rebinding]  a module used other than as ``module.name`` (stored, passed, iterated); names
                     bound by imports, and tl/triton/torch/math, rebound; ``match`` statements
                     (their capture patterns rebind names)
 [unbound-name]      a loaded name neither bound in the file nor an allowed builtin (the interpreter
                     copies its own globals, numpy among them, into the module)
-[class-definition]  ``class`` statements: ``__getattr__``, ``__bool__``, ``__len__`` would run host
-                    code inside a launch
+[class-definition]  ``class`` statements other than records (dataclass, NamedTuple) and module-level op
+                    classes, and dunder methods but ``__init__``/``__call__``: ``__getattr__``,
+                    ``__bool__``, ``__len__`` would run host code inside a launch
 [hidden-state]      state kept between calls: module-level containers aliased, passed or given
                     anything but read-only method calls, mutable default arguments, containers bound
                     into a functools.partial, module-level iterators, import-time code other than
@@ -438,6 +439,7 @@ class _Checker(ast.NodeVisitor):
         self.kernel_aliases: set[str] = set()  # host locals bound only to kernels (kernel = _k)
         self.own_locals: list[set[str]] = []  # per enclosing def, the names its own scope binds (_own_locals)
         self.dead_functions: set[str] = set()  # set by _check_run: see _dead_functions
+        self.init_self: str | None = None  # in the body of a class's __init__: its instance parameter
         self.in_dead_function = False
 
     def _shadowed(self, name: str) -> bool:
@@ -629,7 +631,9 @@ class _Checker(ast.NodeVisitor):
             problem = _format_string_problem(node.value)
             if problem:
                 self.flag("format-string", node, problem)
-        if isinstance(node.ctx, (ast.Store, ast.Del)):
+        if isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name) and node.value.id == self.init_self:
+            pass  # self.eps = eps in __init__: the instance being made (see visit_FunctionDef)
+        elif isinstance(node.ctx, (ast.Store, ast.Del)):
             # Whatever the object (torch.Tensor passed through a parameter, a kernel, a module):
             # solutions never need to set attributes, and tampering always does.
             target = self._resolve(_dotted(node.value) or "?")
@@ -891,23 +895,28 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _record_class_problem(self, node: ast.ClassDef) -> str | None:
-        """Why a class is not a plain record, or None: decorated only with dataclasses.dataclass (then no
-        bases) or a typing.NamedTuple subclass (then no decorators), no keywords (a metaclass), and a
-        body of a docstring, fields and methods, none of them dunders."""
+        """Why a class is not a plain record or op, or None: undecorated with no bases at module level (an op
+        class; one made inside a function could stand in for a tensor), decorated only with
+        dataclasses.dataclass (then no bases), or a typing.NamedTuple subclass (then no decorators); no
+        keywords (a metaclass); a body of a docstring, fields and methods, no dunders among them but
+        ``__init__`` (which may set its instance's attributes) and ``__call__``: code that runs only
+        where the file calls the class or an instance, never inside a truth test, a lookup or a launch."""
         decorators = [_resolve_with(self.aliases, _dotted(d.func if isinstance(d, ast.Call) else d) or "?")
                       for d in node.decorator_list]
         bases = [_resolve_with(self.aliases, _dotted(b) or "?") for b in node.bases]
         if node.keywords:
             return "no class keywords (metaclass=...)"
+        plain_op = not decorators and not bases and isinstance(getattr(node, "_d2k_parent", None), ast.Module)
         if not ((decorators and set(decorators) == {"dataclasses.dataclass"} and not bases) or
-                (not decorators and bases == ["typing.NamedTuple"])):
+                (not decorators and bases == ["typing.NamedTuple"]) or plain_op):
             return f"decorators {decorators or 'none'} and bases {bases or 'none'}"
         for stmt in node.body:
             names = [t.id for t in stmt.targets if isinstance(t, ast.Name)] if isinstance(stmt, ast.Assign) else \
                 [stmt.target.id] if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) else \
                 [stmt.name] if isinstance(stmt, ast.FunctionDef) else []
             docstring = isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
-            if not (docstring or isinstance(stmt, ast.Pass) or names) or any(_is_dunder(n) for n in names):
+            if not (docstring or isinstance(stmt, ast.Pass) or names) or any(
+                    _is_dunder(n) and not (n in CLASS_DUNDERS and isinstance(stmt, ast.FunctionDef)) for n in names):
                 return f"line {stmt.lineno} is not a field or a plain method"
             if isinstance(stmt, ast.Assign) and len(names) != len(stmt.targets):
                 return f"line {stmt.lineno} assigns to something other than a name"
@@ -926,12 +935,13 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         self._check_args(node.args)
+        outer_init, self.init_self = self.init_self, None
         outer_locals = self.scope_locals
         saved = self.fresh_locals, self.tainted_locals, self.scope_params, self.kernel_aliases
         self.scope_locals = (outer_locals or set()) | _bound_names(node)
         self._enter_host_scope(node, inherit=True)
         self.generic_visit(node)
-        self.scope_locals = outer_locals
+        self.scope_locals, self.init_self = outer_locals, outer_init
         self.fresh_locals, self.tainted_locals, self.scope_params, self.kernel_aliases = saved
 
     def _enter_host_scope(self, func: ast.AST, inherit: bool = False) -> None:
@@ -962,8 +972,9 @@ class _Checker(ast.NodeVisitor):
         self._check_args(node.args)
         kernel = _is_kernel(node, self.all_aliases)
         outer, self.in_kernel = self.in_kernel, self.in_kernel or kernel
-        outer_dead = self.in_dead_function
+        outer_dead, outer_init = self.in_dead_function, self.init_self
         self.in_dead_function |= self.scope_locals is None and node.name in self.dead_functions
+        self.init_self = _init_instance(node)
         outer_locals, self.scope_locals = self.scope_locals, _bound_names(node)
         saved = (self.kernel_constexprs, self.kernel_loop_names, self.metadata_locals, self.fresh_locals,
                  self.tainted_locals, self.scope_params, self.kernel_aliases)
@@ -993,6 +1004,7 @@ class _Checker(ast.NodeVisitor):
                 self.visit(p.annotation)
         self.in_kernel_signature = False
         self.in_kernel, self.scope_locals, self.in_dead_function = outer, outer_locals, outer_dead
+        self.init_self = outer_init
         (self.kernel_constexprs, self.kernel_loop_names, self.metadata_locals, self.fresh_locals,
          self.tainted_locals, self.scope_params, self.kernel_aliases) = saved
 
@@ -1116,6 +1128,22 @@ def _loop_bound_names(func: ast.AST) -> set[str]:
 
 def _param_names(a: ast.arguments) -> set[str]:
     return {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]}
+
+
+# Dunder methods a class of the file may define: run only where the file calls the class or an instance.
+CLASS_DUNDERS = frozenset({"__init__", "__call__"})
+
+
+def _init_instance(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The instance parameter of a class's ``__init__`` (a def named so directly in a class body), when
+    nothing in it rebinds that name: there ``self.eps = eps`` sets an attribute of the instance being
+    made (``__init__`` is reached only by calling the class: ``C.__init__`` is a dunder attribute)."""
+    params = func.args.posonlyargs + func.args.args
+    if func.name != "__init__" or not isinstance(getattr(func, "_d2k_parent", None), ast.ClassDef) or not params:
+        return None
+    name = params[0].arg
+    rebound = any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in ast.walk(func))
+    return None if rebound or name in _param_names(func.args) - {name} else name
 
 
 def _own_locals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
@@ -1919,6 +1947,7 @@ def _launch_graph(tree: ast.Module, aliases: dict[str, str]) -> str | None:
     functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     bindings = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
                 if isinstance(t, ast.Name)}
+    bindings.update({n.name: n for n in tree.body if isinstance(n, ast.ClassDef)})  # its methods may run
     kernels = {name for name, f in functions.items() if _is_kernel(f, aliases)}
     wrapped = _wrapped_kernels(tree, aliases)
     entry = _entry_point(tree, functions)
