@@ -1352,10 +1352,8 @@ def _is_limits_call(call: ast.Call, const, aliases: dict[str, str]) -> bool:
         not call.keywords and len(call.args) == 1 and const(call.args[0])
 
 
-def _module_constants(tree: ast.Module, aliases: dict[str, str], bound: set[str]) -> tuple[set[str], set[str]]:
-    """(constants, limits): module-level names bound once, to a constant expression (see
-    _is_constant_expr), and those bound once to torch.finfo/iinfo of a constant dtype (``fp8_info =
-    torch.finfo(torch.float8_e4m3fn)``), whose numbers (fp8_info.max) are constants."""
+def _module_stores(tree: ast.Module) -> dict[str, int]:
+    """How many times module-level code binds or deletes each name (defs, classes, imports, stores)."""
     stores: dict[str, int] = {}
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -1367,6 +1365,14 @@ def _module_constants(tree: ast.Module, aliases: dict[str, str], bound: set[str]
             elif isinstance(sub, (ast.Import, ast.ImportFrom)):
                 for name, _ in _import_bindings(sub):
                     stores[name] = stores.get(name, 0) + 1
+    return stores
+
+
+def _module_constants(tree: ast.Module, aliases: dict[str, str], bound: set[str]) -> tuple[set[str], set[str]]:
+    """(constants, limits): module-level names bound once, to a constant expression (see
+    _is_constant_expr), and those bound once to torch.finfo/iinfo of a constant dtype (``fp8_info =
+    torch.finfo(torch.float8_e4m3fn)``), whose numbers (fp8_info.max) are constants."""
+    stores = _module_stores(tree)
     names: set[str] = set()
     limits: set[str] = set()
     for node in tree.body:
@@ -1695,18 +1701,10 @@ KERNEL_WRAPPERS = frozenset({"triton.autotune", "triton.heuristics"})
 
 
 def _wrapped_kernels(tree: ast.Module, aliases: dict[str, str]) -> set[str]:
-    """Module-level names bound, once in the whole file, to ``triton.autotune(...)(k)`` or
+    """Module-level names bound once at module level to ``triton.autotune(...)(k)`` or
     ``triton.heuristics(...)(k)`` where ``k`` is a kernel of the file or another such name: a kernel
     applied by a call rather than as a decorator, launched as one. Its body was checked as a kernel."""
-    stores: dict[str, int] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            stores[node.id] = stores.get(node.id, 0) + 1
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            stores[node.name] = stores.get(node.name, 0) + 1
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for name, _ in _import_bindings(node):
-                stores[name] = stores.get(name, 0) + 1
+    stores = _module_stores(tree)
     known = {n.name for n in tree.body if _is_kernel(n, aliases) and stores.get(n.name) == 1}
     wrapped: set[str] = set()
     for stmt in tree.body:
