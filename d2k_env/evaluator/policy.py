@@ -973,7 +973,8 @@ class _Checker(ast.NodeVisitor):
         kernel = _is_kernel(node, self.all_aliases)
         outer, self.in_kernel = self.in_kernel, self.in_kernel or kernel
         outer_dead, outer_init = self.in_dead_function, self.init_self
-        self.in_dead_function |= self.scope_locals is None and node.name in self.dead_functions
+        self.in_dead_function |= node.name in self.dead_functions and \
+            isinstance(getattr(node, "_d2k_parent", None), ast.Module)
         self.init_self = _init_instance(node)
         outer_locals, self.scope_locals = self.scope_locals, _bound_names(node)
         saved = (self.kernel_constexprs, self.kernel_loop_names, self.metadata_locals, self.fresh_locals,
