@@ -2018,6 +2018,12 @@ def _fallback_statement(stmt: ast.stmt, aliases: dict[str, str]) -> ast.stmt | N
     return ast.copy_location(binding, stmt)
 
 
+def _fallback_branch(stmts: list[ast.stmt], aliases: dict[str, str]) -> list[ast.stmt] | None:
+    """A branch of fallback statements as the policy checks it, or None when one has no place there."""
+    branch = [_fallback_statement(stmt, aliases) for stmt in stmts]
+    return None if None in branch else branch
+
+
 def _branch_names(stmts: list[ast.stmt]) -> set[str]:
     names = set()
     for stmt in stmts:
@@ -2052,16 +2058,11 @@ def _feature_test(node: ast.stmt, aliases: dict[str, str], bound: set[str]
     if not (_literal_attribute_call(test, bound) and test.func.id == "hasattr" and
             isinstance(test.args[0], ast.Name) and test.args[0].id in aliases):
         return None
-    branches = []
-    for stmts in (node.body, node.orelse):
-        branch = [_fallback_statement(stmt, aliases) for stmt in stmts]
-        if None in branch:
-            return None
-        branches.append([ast.copy_location(ast.Expr(copy.deepcopy(test)), node)] + branch)
+    branches = [_fallback_branch(stmts, aliases) for stmts in (node.body, node.orelse)]
     names = _branch_names(node.body)
-    if not names or _branch_names(node.orelse) != names:
+    if None in branches or not names or _branch_names(node.orelse) != names:
         return None
-    return branches[0], branches[1]
+    return tuple([ast.copy_location(ast.Expr(copy.deepcopy(test)), node)] + b for b in branches)
 
 
 def _never_fails(stmts: list[ast.stmt]) -> bool:
@@ -2091,13 +2092,10 @@ def _import_fallback(node: ast.stmt, aliases: dict[str, str], bound: set[str]
     if handler.name is not None or not caught or not all(
             isinstance(c, ast.Name) and c.id in IMPORT_ERRORS and c.id not in bound for c in caught):
         return None
-    branches = []
-    for stmts in (node.body, handler.body):
-        branch = [_fallback_statement(stmt, aliases) for stmt in stmts]
-        if None in branch:
-            return None
-        branches.append(branch)
+    branches = [_fallback_branch(stmts, aliases) for stmts in (node.body, handler.body)]
     names = _branch_names(node.body)
+    if None in branches:
+        return None
     if names and _never_fails(node.body) and _branch_names(handler.body) <= names:
         return (branches[0],)
     if not names or _branch_names(handler.body) != names:
