@@ -146,8 +146,8 @@ MUTATING_METHODS = frozenset({"append", "extend", "insert", "update", "setdefaul
 FORBIDDEN_ATTRIBUTES = frozenset({
     "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code", "ag_await",
     "f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_trace", "tb_frame", "tb_next", "co_code",
-    "co_consts", "cell_contents", "os", "sys", "builtins", "importlib", "inspect", "gc", "ctypes", "subprocess", "threading",
-    "multiprocessing", "signal", "socket", "shutil", "pathlib", "io", "pickle", "marshal", "modules",
+    "co_consts", "cell_contents", "os", "sys", "builtins", "importlib", "inspect", "gc", "ctypes", "subprocess",
+    "threading", "multiprocessing", "signal", "socket", "shutil", "pathlib", "io", "pickle", "marshal", "modules",
 })
 
 # Builtins that reach interpreter internals, files or code objects, or dodge the checks above; as
@@ -2108,7 +2108,8 @@ def _executions(tree: ast.Module, bound: set[str]) -> list[ast.Module]:
     left out (it never runs: the worker names the module ``solution`` and no binding of ``__name__`` is
     allowed), so nothing it binds counts as bound (a name it imports would otherwise be used elsewhere
     as bound, and Triton's interpreter fills unbound names in: h04), and each module-level import
-    fallback or ``hasattr`` feature test replaced by one of its branches, every combination. The tree itself when neither is there."""
+    fallback or ``hasattr`` feature test replaced by one of its branches, every combination. The tree
+    itself when neither is there."""
     aliases = _all_aliases(tree)
     fallbacks = {i: branches for i, stmt in enumerate(tree.body)
                  if (branches := _import_fallback(stmt, aliases, bound) or _feature_test(stmt, aliases, bound))
