@@ -622,3 +622,172 @@ def forward(x):
                                "    tl.store(y_ptr + offs, v, mask=mask)\n    return v\n")
     assert returning != source
     assert [v.rule for v in check_solution(returning, ALLOWED)] == ["gpu-compile"]
+
+
+# -- issue 25: whole attribute chains, and the honest styles two hidden corpora were refused for -----------
+
+@pytest.mark.parametrize("body, line", [
+    # a dunder, frame or forbidden name anywhere in a dotted chain, not only at its end
+    ("import logging\ndef forward(x):\n    e = logging.getLogger.__globals__.get('__builtins__').get('exec')\n"
+     "    k[(1,)](x)\n    return x\n", 3),
+    ("def forward(x):\n    g = forward.__globals__.copy()\n    k[(1,)](x)\n    return x\n", 2),
+    ("def forward(x):\n    e = x.__class__.__init__.__globals__.get('__builtins__')\n    k[(1,)](x)\n    return x\n", 2),
+    ("def _walk():\n    g = yield\n    yield g.gi_frame.f_back.f_locals.get('run')\n"
+     "def forward(x):\n    k[(1,)](x)\n    return x\n", 3),
+    ("def forward(x):\n    k[(1,)](x)\n    m = triton.jit.__globals__.get('os')\n    return x\n", 3),
+    ("def forward(x):\n    k[(1,)](x)\n    c = x.cell_contents\n    return x\n", 3),
+    # a local named like a forbidden builtin shadows it only in its own def (and the defs inside it)
+    ("def forward(x):\n    def inner(exec):\n        return exec\n    exec('1')\n    k[(1,)](x)\n    return x\n", 4),
+    ("def forward(x, run=exec):\n    k[(1,)](x)\n    return x\n", 1),
+    ("def forward(x):\n    f = lambda exec: exec\n    k[(1,)](x)\n    return x\n", 2),
+    ("def forward(x):\n    y = [input for input in (x,)]\n    k[(1,)](x)\n    return input\n", 2),
+])
+def test_every_attribute_of_a_chain_and_every_unshadowed_builtin_is_refused(body, line):
+    assert ("introspection", KERNEL.count("\n") + line) in rules(body), rules(body)
+
+
+def test_a_parameter_named_like_a_builtin_is_that_parameter():
+    body = ("def _out(input):\n    return torch.empty_like(input)\n"
+            "def forward(input):\n    y = _out(input)\n    k[(1,)](input)\n    return y\n")
+    assert rules(body) == []
+
+
+HAS_TRITON = "try:\n    import triton\n    import triton.language as tl\n    HAS_TRITON = True\nexcept ImportError:\n{}\n"
+
+
+def test_an_import_fallback_that_never_runs_may_bind_fewer_names():
+    body = HAS_TRITON.format("    HAS_TRITON = False") + "def forward(x):\n    k[(1,)](x)\n    return x\n"
+    assert rules(body) == []
+
+
+@pytest.mark.parametrize("handler, rule", [
+    ("    import os", "try-except"),  # names the try branch does not bind
+    ("    HAS_TRITON = len([])", "try-except"),  # a call: the handler is no fallback
+])
+def test_a_fallback_that_never_runs_is_still_only_imports_and_literals(handler, rule):
+    body = HAS_TRITON.format(handler) + "def forward(x):\n    k[(1,)](x)\n    return x\n"
+    assert rule in [r for r, _ in rules(body)], rules(body)
+
+
+def test_a_fallback_for_an_import_that_may_fail_binds_the_same_names():
+    body = ("try:\n    from triton.language.extra import libdevice\n    HAS = True\nexcept ImportError:\n"
+            "    HAS = False\ndef forward(x):\n    k[(1,)](x)\n    return x\n")
+    assert "try-except" in [r for r, _ in rules(body)]
+
+
+FEATURE_TEST = ("if hasattr(tl, {name!r}):\n    fast = tl.{name}\nelse:\n    {other}\n"
+                "@triton.jit\ndef k2(p):\n    tl.store(p, fast.rsqrt(tl.load(p)))\n"
+                "def forward(x):\n    k2[(1,)](x)\n    return x\n")
+
+
+def test_a_hasattr_feature_test_picks_a_module_like_an_import_fallback():
+    assert rules(FEATURE_TEST.format(name="libdevice", other="fast = tl.math")) == []
+    assert rules("def forward(x):\n    k[(1,)](x)\n    return x if hasattr(tl, 'libdevice') else x\n") == []
+
+
+@pytest.mark.parametrize("name, other, rule", [
+    ("libdevice", "fast = torch", "torch-work"),  # each branch is checked as it would run
+    ("libdevice", "slow = tl.math", "torch-work"),  # not the same names: no fallback, and fast is no module
+    ("__dict__", "fast = tl.math", "introspection"),  # the test is checked as the attribute it reads
+    ("extra", "fast = len(tl.math.__name__)", "introspection"),  # a branch that is not a fallback
+])
+def test_a_hasattr_feature_test_is_checked_as_each_branch(name, other, rule):
+    found = [r for r, _ in rules(FEATURE_TEST.format(name=name, other=other))]
+    assert rule in found, found
+
+
+REFERENCE = "def _reference(x):\n    return torch.rsqrt(x.float())\n"
+
+
+@pytest.mark.parametrize("use", [
+    "def forward(x):\n    k[(1,)](x)\n    return _reference(x)\n",  # called
+    "def forward(x, ref=_reference):\n    k[(1,)](x)\n    return ref(x)\n",  # a default
+    "TABLE = {'ref': _reference}\ndef forward(x):\n    k[(1,)](x)\n    return TABLE['ref'](x)\n",  # stored
+    "def _pick():\n    return _reference\ndef forward(x):\n    k[(1,)](x)\n    return _pick()(x)\n",  # returned
+    "def forward(x):\n    k[(lambda m: (_reference(x).shape[0],))](x)\n    return x\n",  # in a grid lambda
+])
+def test_a_helper_anything_live_names_is_checked_for_torch_work(use):
+    assert "torch-work" in [r for r, _ in rules(REFERENCE + use)]
+
+
+def test_a_decorated_helper_is_live():
+    body = ("def register(f):\n    return f\n@register\n" + REFERENCE +
+            "def forward(x):\n    k[(1,)](x)\n    return x\n")
+    assert "torch-work" in [r for r, _ in rules(body)]
+
+
+def test_test_helpers_nothing_calls_may_use_torch_but_nothing_else():
+    main = "if __name__ == '__main__':\n    print(_check(torch.ones(4)))\n"
+    helpers = REFERENCE + "def _check(x):\n    return torch.testing.assert_close(_reference(x), x)\n"
+    forward = "def forward(x):\n    k[(1,)](x)\n    return x\n"
+    assert rules(helpers + forward + main) == []
+    assert "introspection" in [r for r, _ in rules(helpers.replace("x.float()", "x.__class__") + forward)]
+    assert "torch-work" in [r for r, _ in rules(helpers + forward + "CHECK = _check\n")]  # bound: live
+
+
+TUNED = ("_t = triton.autotune(configs=[triton.Config({{}}, num_warps=1)], key=[])({wrapped})\n"
+         "def forward(x):\n    _t[(1,)](x)\n    return x\n")
+
+
+def test_autotune_applied_by_a_call_to_a_kernel_is_a_kernel():
+    assert rules(TUNED.format(wrapped="k")) == []
+    assert rules(TUNED.format(wrapped="k") + "_u = triton.heuristics(values={})(_t)\n") == []
+
+
+@pytest.mark.parametrize("extra, rule", [
+    ("def f(p):\n    pass\n", "kernel-source"),  # autotune over a plain function: its body is host code
+    ("_t = k\n", "no-kernel"),  # bound twice: no longer one object for the syntax to follow
+])
+def test_autotune_applied_by_a_call_to_anything_else_is_refused(extra, rule):
+    body = TUNED.format(wrapped="f" if extra.startswith("def f") else "k") + extra
+    assert rule in [r for r, _ in rules(body)], rules(body)
+
+
+def test_a_kernel_applied_by_a_call_is_still_a_kernel_to_host_code():
+    body = TUNED.format(wrapped="k").replace("    return x\n", "    return _t.fn\n")
+    assert "introspection" in [r for r, _ in rules(body)]
+    inside = "def forward(x):\n    t = triton.autotune(configs=[], key=[])(k)\n    t[(1,)](x)\n    return x\n"
+    assert "kernel-source" in [r for r, _ in rules(inside)]
+
+
+OP = ("class Op:\n    def __init__(self, eps):\n        self.eps = eps\n{extra}"
+      "    def __call__(self, x):\n        k[(1,)](x)\n        return x\n"
+      "_op = Op(1e-6)\n"
+      "def forward(x):\n    return _op(x)\n")
+
+
+def test_an_op_class_sets_its_instance_in_init_and_launches_from_call():
+    assert rules(OP.format(extra="")) == []
+
+
+@pytest.mark.parametrize("extra, rule", [
+    ("    def reset(self):\n        self.eps = 0\n", "tampering"),  # only __init__ sets attributes
+    ("    def __getattr__(self, name):\n        return 0\n", "class-definition"),  # implicit host code
+    ("    def later(self):\n        self.cache.append(1)\n", "hidden-state"),  # state between calls
+    ("    def work(self, x):\n        return x.exp()\n", "torch-work"),  # a method is host code
+])
+def test_an_op_class_is_host_code_under_every_rule(extra, rule):
+    assert rule in [r for r, _ in rules(OP.format(extra=extra))], rules(OP.format(extra=extra))
+
+
+@pytest.mark.parametrize("init", [
+    "    def __init__(self, eps):\n        self = torch\n        self.eps = eps\n",  # not the instance
+    "    def __init__(self, eps):\n        def later():\n            self.eps = eps\n        later()\n",  # nested
+    "    def __init__(self, eps):\n        f = lambda: torch\n        f().eps = eps\n",
+])
+def test_init_sets_only_its_own_instance(init):
+    body = OP.format(extra="").replace("    def __init__(self, eps):\n        self.eps = eps\n", init)
+    assert "tampering" in [r for r, _ in rules(body)], rules(body)
+
+
+def test_an_op_class_inside_a_function_is_refused():
+    body = ("def forward(x):\n    class Op:\n        def __call__(self, y):\n            return y\n"
+            "    k[(1,)](x)\n    return Op()(x)\n")
+    assert "class-definition" in [r for r, _ in rules(body)]
+
+
+def test_a_method_named_like_a_dead_helper_is_still_checked():
+    body = (REFERENCE.replace("_reference", "reference") + "class Op:\n    def reference(self, x):\n"
+            "        return x.exp()\n    def __call__(self, x):\n        k[(1,)](x)\n        return self.reference(x)\n"
+            "def forward(x):\n    return Op()(x)\n")
+    assert ("torch-work", KERNEL.count("\n") + 5) in rules(body), rules(body)

@@ -87,7 +87,7 @@ class LaunchCounter:
         autotuner.Autotuner._bench = self._wrap_autotune_bench(autotuner.Autotuner._bench)
         # The configs left after pruning are checked too: from Triton 3.8 a tuner left with one config
         # skips _bench, and on the interpreter (which keeps one config) it always is left with one.
-        autotuner.Autotuner.prune_configs = self._wrap_autotune_prune(autotuner.Autotuner.prune_configs)
+        autotuner.Autotuner.prune_configs = self._wrap_autotune_prune(autotuner.Autotuner.prune_configs, self.guard)
         autotuner.Heuristics.run = self._wrap_heuristics(autotuner.Heuristics.run)
 
     def _wrap_heuristics(self, run):
@@ -121,13 +121,18 @@ class LaunchCounter:
         return guarded_bench
 
     @staticmethod
-    def _wrap_autotune_prune(prune_configs):
+    def _wrap_autotune_prune(prune_configs, guard):
         """The configs a tuner keeps to time are refused as in _wrap_autotune_bench, whether or not it
-        goes on to time them: the verdict is the same under every Triton and on either backend."""
+        goes on to time them: the verdict is the same under every Triton and on either backend. With
+        no hook of the solution's, the tuner's pre_hook is Triton's own reset of reset_to_zero (and
+        restore_value) arguments, which it also calls once after timing, outside _bench: paused there
+        too, as in the timing runs it resets for."""
 
         def checked_prune(tuner, *args, **kwargs):
             configs = prune_configs(tuner, *args, **kwargs)
             _refuse_bench_hooks(tuner, configs)
+            if not getattr(tuner.pre_hook, "_d2k_paused", False):
+                tuner.pre_hook = _paused(tuner.pre_hook, guard)
             return configs
 
         return checked_prune
@@ -170,6 +175,19 @@ class LaunchCounter:
                 guard.paused = paused
 
         return guarded_fn
+
+
+def _paused(hook, guard):
+    """Triton's own autotune reset hook, run with the torch guard paused."""
+    def paused_hook(*args, **kwargs):
+        guard.paused += 1
+        try:
+            return hook(*args, **kwargs)
+        finally:
+            guard.paused -= 1
+
+    paused_hook._d2k_paused = True
+    return paused_hook
 
 
 def _refuse_bench_hooks(tuner, configs) -> None:
@@ -229,7 +247,8 @@ def launch_argument_problem(fn, args: tuple, kwargs: dict) -> str | None:
             return (f"kernel argument {name!r} is a {type(value).__name__}: launches take tensors (as pointers), "
                     f"numbers, booleans, strings, None and dtypes only (a tl.constexpr takes no tensor)")
     grid = kwargs.get("grid")
-    if not callable(grid) and not (type(grid) in (tuple, list) and all(type(g) is int for g in grid)):
+    # torch.Size is a tuple of ints whose methods are C code: no host code of the solution's runs in it.
+    if not callable(grid) and not (type(grid) in (tuple, list, torch.Size) and all(type(g) is int for g in grid)):
         return f"the launch grid is a {type(grid).__name__}: it must be a tuple of ints or a function returning one"
     return None
 

@@ -39,14 +39,15 @@ rule                how it is checked here
 [introspection]     forbidden builtins (``eval``, ``exec``, ``getattr``, ``type``, ``open``, ``id``,
                     ``hash``, ...), dunder, frame and code-object attributes, ``_private``
                     attributes, a kernel object's attributes in host code, ``global``/``nonlocal``
-[tampering]         assigning or deleting any attribute
+[tampering]         assigning or deleting any attribute, but ``self.name = ...`` in a class's ``__init__``
 [module-rebinding]  a module used other than as ``module.name`` (stored, passed, iterated); names
                     bound by imports, and tl/triton/torch/math, rebound; ``match`` statements
                     (their capture patterns rebind names)
 [unbound-name]      a loaded name neither bound in the file nor an allowed builtin (the interpreter
                     copies its own globals, numpy among them, into the module)
-[class-definition]  ``class`` statements: ``__getattr__``, ``__bool__``, ``__len__`` would run host
-                    code inside a launch
+[class-definition]  ``class`` statements other than records (dataclass, NamedTuple) and module-level op
+                    classes, and dunder methods but ``__init__``/``__call__``: ``__getattr__``,
+                    ``__bool__``, ``__len__`` would run host code inside a launch
 [hidden-state]      state kept between calls: module-level containers aliased, passed or given
                     anything but read-only method calls, mutable default arguments, containers bound
                     into a functools.partial, module-level iterators, import-time code other than
@@ -112,11 +113,12 @@ def _is_dunder(name: str) -> bool:
 
 
 ALLOWED_MODULES = frozenset({"torch", "triton", "math", "itertools", "functools", "__future__", "typing",
-                             "dataclasses", "logging", "warnings"})
+                             "dataclasses", "logging", "warnings", "contextlib"})
 # What honest kernels use of the standard library, no more: annotations (not get_type_hints or
 # ForwardRef, which evaluate strings), frozen records, a module logger (no handlers, files or
-# configuration), warnings, and functools' caches (what they hold is checked at run time: no
-# tensor, and nothing that changes with calls; see kept_state.py).
+# configuration), warnings, contextlib's no-op context (a device guard's stand-in), and functools'
+# caches (what they hold is checked at run time: no tensor, and nothing that changes with calls;
+# see kept_state.py).
 RESTRICTED_MODULE_NAMES = {
     "functools": frozenset({"partial", "reduce", "lru_cache", "cache", "wraps"}),
     "typing": frozenset({"Any", "Callable", "ClassVar", "Dict", "Final", "FrozenSet", "Iterable", "Iterator",
@@ -125,6 +127,7 @@ RESTRICTED_MODULE_NAMES = {
     "dataclasses": frozenset({"dataclass", "field", "fields", "replace", "asdict", "astuple"}),
     "logging": frozenset({"getLogger", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "Logger"}),
     "warnings": frozenset({"warn"}),
+    "contextlib": frozenset({"nullcontext"}),
 }
 # Builtins a Triton kernel body may name (the interpreter runs bodies as Python: anything else
 # reachable from a kernel could do the work outside Triton).
@@ -143,8 +146,8 @@ MUTATING_METHODS = frozenset({"append", "extend", "insert", "update", "setdefaul
 FORBIDDEN_ATTRIBUTES = frozenset({
     "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code", "ag_await",
     "f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_trace", "tb_frame", "tb_next", "co_code",
-    "co_consts", "os", "sys", "builtins", "importlib", "inspect", "gc", "ctypes", "subprocess", "threading",
-    "multiprocessing", "signal", "socket", "shutil", "pathlib", "io", "pickle", "marshal", "modules",
+    "co_consts", "cell_contents", "os", "sys", "builtins", "importlib", "inspect", "gc", "ctypes", "subprocess",
+    "threading", "multiprocessing", "signal", "socket", "shutil", "pathlib", "io", "pickle", "marshal", "modules",
 })
 
 # Builtins that reach interpreter internals, files or code objects, or dodge the checks above; as
@@ -236,8 +239,8 @@ METADATA_ATTRIBUTES = frozenset({"device", "dtype", "shape", "layout"})
 # that could carry one between calls (resolved through the imports; builtins only when not rebound).
 MODULE_LEVEL_BUILTINS = frozenset({
     "abs", "all", "any", "bin", "bool", "chr", "complex", "dict", "divmod", "enumerate", "filter", "float",
-    "format", "frozenset", "hex", "int", "isinstance", "len", "list", "map", "max", "min", "oct", "ord", "pow",
-    "print", "range", "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip",
+    "format", "frozenset", "hasattr", "hex", "int", "isinstance", "len", "list", "map", "max", "min", "oct", "ord",
+    "pow", "print", "range", "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip",
 } | {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)})
 MODULE_LEVEL_CALLS = frozenset({
     "triton.jit", "triton.autotune", "triton.heuristics", "triton.Config", "triton.cdiv", "triton.next_power_of_2",
@@ -385,7 +388,8 @@ def _is_kernel(func: ast.AST, aliases: dict[str, str]) -> bool:
     return "triton.jit" in names and all(n in KERNEL_DECORATORS for n in names)
 
 
-IMMUTABLE_CALLS = frozenset({"float", "int", "str", "bool", "tuple", "frozenset", "range", "complex", "bytes"})
+IMMUTABLE_CALLS = frozenset({"float", "int", "str", "bool", "tuple", "frozenset", "range", "complex", "bytes",
+                             "hasattr"})
 # Triton calls whose result carries a live dict (a Config's .kwargs): as mutable as the dict.
 HOLDER_CALLS = frozenset({"triton.Config"})
 
@@ -415,6 +419,7 @@ class _Checker(ast.NodeVisitor):
         self.aliases: dict[str, str] = {}  # local name -> fully qualified module or object
         self.in_kernel = False
         self.kernel_names: set[str] = set()  # set by _check_run: module-level jit functions
+        self.wrapped_kernels: set[str] = set()  # set by _check_run: see _wrapped_kernels
         self.constants: set[str] = set()  # module-level names bound to literals
         self.mutable_globals: set[str] = set()  # module-level names bound to containers or call results
         self.protected: set[str] = set()  # names that may not be rebound: imports and MODULE_NAMES
@@ -432,8 +437,19 @@ class _Checker(ast.NodeVisitor):
         self.module_bound: set[str] = set()  # set by _check_run: names the module binds
         self.limits: set[str] = set()  # set by _check_run: module names bound to torch.finfo/iinfo(dtype)
         self.kernel_aliases: set[str] = set()  # host locals bound only to kernels (kernel = _k)
+        self.own_locals: list[set[str]] = []  # per enclosing def, the names its own scope binds (_own_locals)
+        self.dead_functions: set[str] = set()  # set by _check_run: see _dead_functions
+        self.init_self: str | None = None  # in the body of a class's __init__: its instance parameter
+        self.in_dead_function = False
+
+    def _shadowed(self, name: str) -> bool:
+        """Whether ``name`` is a local of the def being visited or of one enclosing it (a parameter named
+        ``input``): there it is not the builtin, whose object only a caller naming it could pass in."""
+        return any(name in scope for scope in self.own_locals)
 
     def flag(self, rule: str, node: ast.AST, message: str) -> None:
+        if self.in_dead_function and rule == "torch-work":
+            return  # a test helper nothing can call: its torch never runs (_dead_functions)
         self.violations.append(Violation(rule, getattr(node, "lineno", 0), message))
 
     # -- imports -----------------------------------------------------------------------------------
@@ -551,11 +567,13 @@ class _Checker(ast.NodeVisitor):
             node.id in self.limits and node.id not in (self.scope_locals or set())))
 
     def _check_attribute_names(self, node: ast.Attribute) -> None:
-        """[torch-work]/[introspection] on attribute names: private ones anywhere; in host code the tensor
-        methods and attributes that are not views or metadata, read or called, and the names that reach
-        memory or files (x.numpy, x.tolist, x.untyped_storage, ...); in kernels .handle/.data/.base/.type
-        and torch's tensor methods. For a Name/Attribute chain every attribute of it is checked (the
-        chain is visited once); a chain rooted at an imported module is covered by the module rules."""
+        """[torch-work]/[introspection] on attribute names: dunders, frames, code objects, system modules
+        and forbidden builtins' names, and private ones, anywhere; in host code the tensor methods and
+        attributes that are not views or metadata, read or called, and the names that reach memory or
+        files (x.numpy, x.tolist, x.untyped_storage, ...); in kernels .handle/.data/.base/.type and
+        torch's tensor methods. For a Name/Attribute chain every attribute of it is checked (the chain is
+        visited once: ``logging.getLogger.__globals__.get`` is refused at ``__globals__``, not passed at
+        ``get``); beyond those names, a chain rooted at an imported module is covered by the module rules."""
         chain, n = [], node
         dotted = _dotted(node) is not None
         while isinstance(n, ast.Attribute):
@@ -568,7 +586,14 @@ class _Checker(ast.NodeVisitor):
             name = a.attr
             parent = getattr(a, "_d2k_parent", None)
             called = isinstance(parent, ast.Call) and parent.func is a
-            if name.startswith("_") and not _is_dunder(name):
+            if _is_dunder(name):
+                self.flag("introspection", a, f"dunder attribute {name!r} is not allowed")
+                continue
+            if name in FORBIDDEN_ATTRIBUTES or name in FORBIDDEN_BUILTINS:
+                self.flag("introspection", a, f"the attribute {name!r} (frames, code objects, system modules, a "
+                                              "forbidden builtin's name) is not allowed")
+                continue
+            if name.startswith("_"):
                 self.flag("introspection", a, f"the private attribute {name!r} is not allowed: private attributes "
                                               "reach torch's, Triton's and the interpreter's internals")
                 continue
@@ -584,7 +609,8 @@ class _Checker(ast.NodeVisitor):
                 continue
             base = a.value
             kernel = isinstance(base, ast.Name) and (base.id in self.kernel_aliases or (
-                base.id in self.kernel_names and (self.scope_locals is None or base.id not in self.scope_locals)))
+                base.id in self.kernel_names | self.wrapped_kernels and
+                (self.scope_locals is None or base.id not in self.scope_locals)))
             if kernel and name != "best_config":
                 self.flag("introspection", a, f"{base.id}.{name}: a kernel's attributes (hooks, its Python function, "
                                               "its cache) are not for host code; launch it as kernel[grid](...)")
@@ -605,12 +631,9 @@ class _Checker(ast.NodeVisitor):
             problem = _format_string_problem(node.value)
             if problem:
                 self.flag("format-string", node, problem)
-        if _is_dunder(node.attr):
-            self.flag("introspection", node, f"dunder attribute {node.attr!r} is not allowed")
-        elif node.attr in FORBIDDEN_ATTRIBUTES or node.attr in FORBIDDEN_BUILTINS:
-            self.flag("introspection", node, f"the attribute {node.attr!r} (frames, code objects, system modules, "
-                                             "a forbidden builtin's name) is not allowed")
-        if isinstance(node.ctx, (ast.Store, ast.Del)):
+        if isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name) and node.value.id == self.init_self:
+            pass  # self.eps = eps in __init__: the instance being made (see visit_FunctionDef)
+        elif isinstance(node.ctx, (ast.Store, ast.Del)):
             # Whatever the object (torch.Tensor passed through a parameter, a kernel, a module):
             # solutions never need to set attributes, and tampering always does.
             target = self._resolve(_dotted(node.value) or "?")
@@ -618,7 +641,7 @@ class _Checker(ast.NodeVisitor):
         dotted = _dotted(node)
         if dotted is not None:
             root = dotted.split(".")[0]
-            if root in FORBIDDEN_BUILTINS and root not in self.aliases:
+            if root in FORBIDDEN_BUILTINS and root not in self.aliases and not self._shadowed(root):
                 self.flag("introspection", node, f"the builtin {root!r} is not allowed")
             full = self._resolve(dotted)
             self._check_torch_name(full, node)
@@ -642,7 +665,7 @@ class _Checker(ast.NodeVisitor):
             self._rebinding(node.id, node)
         if isinstance(node.ctx, (ast.Store, ast.Del)) and _is_dunder(node.id) and node.id not in MODULE_DUNDERS_BOUND:
             self._dunder_store(node.id, node)
-        if node.id in FORBIDDEN_BUILTINS and node.id not in self.aliases:
+        if node.id in FORBIDDEN_BUILTINS and node.id not in self.aliases and not self._shadowed(node.id):
             self.flag("introspection", node, f"the builtin {node.id!r} is not allowed")
         elif _is_dunder(node.id) and node.id not in MODULE_GLOBALS | MODULE_DUNDERS_BOUND:
             self.flag("introspection", node, f"{node.id!r} is not allowed")
@@ -729,11 +752,10 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _literal_getattr(self, node: ast.Call) -> bool:
-        """``getattr`` (the builtin, not rebound) with a string literal for the name, 2 or 3 arguments."""
-        return isinstance(node.func, ast.Name) and node.func.id == "getattr" and "getattr" not in self.aliases \
-            and "getattr" not in self.module_bound and not node.keywords and 2 <= len(node.args) <= 3 \
-            and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str) \
-            and node.args[1].value.isidentifier() and not any(isinstance(a, ast.Starred) for a in node.args)
+        """``getattr`` (the builtin, not rebound) with a string literal for the name, 2 or 3 arguments, or
+        ``hasattr`` with 2."""
+        return _literal_attribute_call(node, self.module_bound | set(self.aliases)) and \
+            not self._shadowed(node.func.id)
 
     def _module_base(self, node: ast.AST) -> bool:
         """Whether an attribute's base is an imported module (tl.load, libdevice.exp, math.sqrt)."""
@@ -761,7 +783,8 @@ class _Checker(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         if self._literal_getattr(node):
-            # getattr(obj, "name"[, default]) is obj.name with a fallback: checked as that attribute.
+            # getattr(obj, "name"[, default]) is obj.name with a fallback, hasattr(obj, "name") whether it
+            # is there: checked as that attribute (the object, a module say, is not passed on).
             attribute = ast.copy_location(ast.Attribute(value=node.args[0], attr=node.args[1].value, ctx=ast.Load()),
                                           node)
             attribute._d2k_parent = node
@@ -872,23 +895,28 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _record_class_problem(self, node: ast.ClassDef) -> str | None:
-        """Why a class is not a plain record, or None: decorated only with dataclasses.dataclass (then no
-        bases) or a typing.NamedTuple subclass (then no decorators), no keywords (a metaclass), and a
-        body of a docstring, fields and methods, none of them dunders."""
+        """Why a class is not a plain record or op, or None: undecorated with no bases at module level (an op
+        class; one made inside a function could stand in for a tensor), decorated only with
+        dataclasses.dataclass (then no bases), or a typing.NamedTuple subclass (then no decorators); no
+        keywords (a metaclass); a body of a docstring, fields and methods, no dunders among them but
+        ``__init__`` (which may set its instance's attributes) and ``__call__``: code that runs only
+        where the file calls the class or an instance, never inside a truth test, a lookup or a launch."""
         decorators = [_resolve_with(self.aliases, _dotted(d.func if isinstance(d, ast.Call) else d) or "?")
                       for d in node.decorator_list]
         bases = [_resolve_with(self.aliases, _dotted(b) or "?") for b in node.bases]
         if node.keywords:
             return "no class keywords (metaclass=...)"
+        plain_op = not decorators and not bases and isinstance(getattr(node, "_d2k_parent", None), ast.Module)
         if not ((decorators and set(decorators) == {"dataclasses.dataclass"} and not bases) or
-                (not decorators and bases == ["typing.NamedTuple"])):
+                (not decorators and bases == ["typing.NamedTuple"]) or plain_op):
             return f"decorators {decorators or 'none'} and bases {bases or 'none'}"
         for stmt in node.body:
             names = [t.id for t in stmt.targets if isinstance(t, ast.Name)] if isinstance(stmt, ast.Assign) else \
                 [stmt.target.id] if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) else \
                 [stmt.name] if isinstance(stmt, ast.FunctionDef) else []
             docstring = isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
-            if not (docstring or isinstance(stmt, ast.Pass) or names) or any(_is_dunder(n) for n in names):
+            if not (docstring or isinstance(stmt, ast.Pass) or names) or any(
+                    _is_dunder(n) and not (n in CLASS_DUNDERS and isinstance(stmt, ast.FunctionDef)) for n in names):
                 return f"line {stmt.lineno} is not a field or a plain method"
             if isinstance(stmt, ast.Assign) and len(names) != len(stmt.targets):
                 return f"line {stmt.lineno} assigns to something other than a name"
@@ -898,7 +926,7 @@ class _Checker(ast.NodeVisitor):
         for p in args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]:
             if p.arg in self.protected:
                 self._rebinding(p.arg, p)
-            elif _is_dunder(p.arg) or p.arg in FORBIDDEN_BUILTINS:
+            elif _is_dunder(p.arg):
                 self.flag("introspection", p, f"the parameter name {p.arg!r} is not allowed")
         for default in args.defaults + [d for d in args.kw_defaults if d is not None]:
             if _is_mutable_value(default, self.all_aliases):  # a module-level name: judged at run time
@@ -907,12 +935,13 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         self._check_args(node.args)
+        outer_init, self.init_self = self.init_self, None
         outer_locals = self.scope_locals
         saved = self.fresh_locals, self.tainted_locals, self.scope_params, self.kernel_aliases
         self.scope_locals = (outer_locals or set()) | _bound_names(node)
         self._enter_host_scope(node, inherit=True)
         self.generic_visit(node)
-        self.scope_locals = outer_locals
+        self.scope_locals, self.init_self = outer_locals, outer_init
         self.fresh_locals, self.tainted_locals, self.scope_params, self.kernel_aliases = saved
 
     def _enter_host_scope(self, func: ast.AST, inherit: bool = False) -> None:
@@ -923,7 +952,8 @@ class _Checker(ast.NodeVisitor):
         fresh, tainted = _host_scope(func, kept | (self.tainted_locals - params if inherit else set()),
                                      self.module_bound | self.scope_locals)
         # A kernel alias of an enclosing function stays one where this scope does not rebind it.
-        aliases = (set() if isinstance(func, ast.Lambda) else _kernel_aliases(func, self.kernel_names)) | \
+        aliases = (set() if isinstance(func, ast.Lambda) else
+                   _kernel_aliases(func, self.kernel_names | self.wrapped_kernels)) | \
             (self.kernel_aliases - _bound_names(func))
         if inherit:
             fresh |= self.fresh_locals - params
@@ -942,6 +972,10 @@ class _Checker(ast.NodeVisitor):
         self._check_args(node.args)
         kernel = _is_kernel(node, self.all_aliases)
         outer, self.in_kernel = self.in_kernel, self.in_kernel or kernel
+        outer_dead, outer_init = self.in_dead_function, self.init_self
+        self.in_dead_function |= node.name in self.dead_functions and \
+            isinstance(getattr(node, "_d2k_parent", None), ast.Module)
+        self.init_self = _init_instance(node)
         outer_locals, self.scope_locals = self.scope_locals, _bound_names(node)
         saved = (self.kernel_constexprs, self.kernel_loop_names, self.metadata_locals, self.fresh_locals,
                  self.tainted_locals, self.scope_params, self.kernel_aliases)
@@ -958,8 +992,10 @@ class _Checker(ast.NodeVisitor):
                                       if p.annotation is not None and
                                       self._resolve(_dotted(p.annotation) or "").endswith("constexpr")}
             self.kernel_loop_names = _loop_bound_names(node)
+        self.own_locals.append(_own_locals(node))
         for child in node.body:
             self.visit(child)
+        self.own_locals.pop()  # defaults and annotations are evaluated in the enclosing scope
         self.in_kernel_signature = True
         for default in node.args.defaults + node.args.kw_defaults:
             if default is not None:
@@ -968,7 +1004,8 @@ class _Checker(ast.NodeVisitor):
             if p.annotation is not None:
                 self.visit(p.annotation)
         self.in_kernel_signature = False
-        self.in_kernel, self.scope_locals = outer, outer_locals
+        self.in_kernel, self.scope_locals, self.in_dead_function = outer, outer_locals, outer_dead
+        self.init_self = outer_init
         (self.kernel_constexprs, self.kernel_loop_names, self.metadata_locals, self.fresh_locals,
          self.tainted_locals, self.scope_params, self.kernel_aliases) = saved
 
@@ -1092,6 +1129,45 @@ def _loop_bound_names(func: ast.AST) -> set[str]:
 
 def _param_names(a: ast.arguments) -> set[str]:
     return {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]}
+
+
+# Dunder methods a class of the file may define: run only where the file calls the class or an instance.
+CLASS_DUNDERS = frozenset({"__init__", "__call__"})
+
+
+def _init_instance(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The instance parameter of a class's ``__init__`` (a def named so directly in a class body), when
+    nothing in it rebinds that name: there ``self.eps = eps`` sets an attribute of the instance being
+    made (``__init__`` is reached only by calling the class: ``C.__init__`` is a dunder attribute)."""
+    params = func.args.posonlyargs + func.args.args
+    if func.name != "__init__" or not isinstance(getattr(func, "_d2k_parent", None), ast.ClassDef) or not params:
+        return None
+    name = params[0].arg
+    rebound = any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in ast.walk(func))
+    return None if rebound or name in _param_names(func.args) - {name} else name
+
+
+def _own_locals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The names a def's own scope binds: its parameters, and the names its body stores, imports or
+    defines, not those of nested defs, lambdas, classes or comprehensions (fewer than Python's own
+    locals where a walrus hides in those: a name left out is only checked as the builtin)."""
+    names = _param_names(func.args)
+    stack = list(func.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {name for name, _ in _import_bindings(node)}
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        stack.extend(ast.iter_child_nodes(node))
+    return names
 
 
 def _bound_names(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
@@ -1277,10 +1353,8 @@ def _is_limits_call(call: ast.Call, const, aliases: dict[str, str]) -> bool:
         not call.keywords and len(call.args) == 1 and const(call.args[0])
 
 
-def _module_constants(tree: ast.Module, aliases: dict[str, str], bound: set[str]) -> tuple[set[str], set[str]]:
-    """(constants, limits): module-level names bound once, to a constant expression (see
-    _is_constant_expr), and those bound once to torch.finfo/iinfo of a constant dtype (``fp8_info =
-    torch.finfo(torch.float8_e4m3fn)``), whose numbers (fp8_info.max) are constants."""
+def _module_stores(tree: ast.Module) -> dict[str, int]:
+    """How many times module-level code binds or deletes each name (defs, classes, imports, stores)."""
     stores: dict[str, int] = {}
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -1292,6 +1366,14 @@ def _module_constants(tree: ast.Module, aliases: dict[str, str], bound: set[str]
             elif isinstance(sub, (ast.Import, ast.ImportFrom)):
                 for name, _ in _import_bindings(sub):
                     stores[name] = stores.get(name, 0) + 1
+    return stores
+
+
+def _module_constants(tree: ast.Module, aliases: dict[str, str], bound: set[str]) -> tuple[set[str], set[str]]:
+    """(constants, limits): module-level names bound once, to a constant expression (see
+    _is_constant_expr), and those bound once to torch.finfo/iinfo of a constant dtype (``fp8_info =
+    torch.finfo(torch.float8_e4m3fn)``), whose numbers (fp8_info.max) are constants."""
+    stores = _module_stores(tree)
     names: set[str] = set()
     limits: set[str] = set()
     for node in tree.body:
@@ -1352,6 +1434,9 @@ def _module_level_calls(tree: ast.Module, aliases: dict[str, str], bound: set[st
     # what they leave in the module is checked at run time (kept_state.py): a helper building the
     # autotune configs, a frozen dataclass instance of defaults.
     own = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    wrapped = _wrapped_kernels(tree, aliases)
+    wrapper_calls = {id(stmt.value.func) for stmt in tree.body if isinstance(stmt, ast.Assign) and
+                     len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id in wrapped}
 
     def allowed(func: ast.AST) -> str | None:
         """None when the call may run at import, else the callee's name."""
@@ -1361,6 +1446,8 @@ def _module_level_calls(tree: ast.Module, aliases: dict[str, str], bound: set[st
             return None if func.id in MODULE_LEVEL_BUILTINS and func.id not in bound else func.id
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Constant):
             return None  # ", ".join(...), "{}".format(...)
+        if isinstance(func, ast.Call) and id(func) in wrapper_calls:
+            return None  # triton.autotune(...)(kernel): a decorator applied by a call (_wrapped_kernels)
         dotted = _dotted(func)
         if dotted is None:
             return "an expression"
@@ -1611,11 +1698,40 @@ def _gpu_compile_problems(tree: ast.Module, aliases: dict[str, str], bound: set[
     return out
 
 
+KERNEL_WRAPPERS = frozenset({"triton.autotune", "triton.heuristics"})
+
+
+def _wrapped_kernels(tree: ast.Module, aliases: dict[str, str]) -> set[str]:
+    """Module-level names bound once at module level to ``triton.autotune(...)(k)`` or
+    ``triton.heuristics(...)(k)`` where ``k`` is a kernel of the file or another such name: a kernel
+    applied by a call rather than as a decorator, launched as one. Its body was checked as a kernel."""
+    stores = _module_stores(tree)
+    known = {n.name for n in tree.body if _is_kernel(n, aliases) and stores.get(n.name) == 1}
+    wrapped: set[str] = set()
+    for stmt in tree.body:
+        value = getattr(stmt, "value", None)
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                and stores.get(stmt.targets[0].id) == 1 and isinstance(value, ast.Call) and not value.keywords
+                and len(value.args) == 1 and isinstance(value.args[0], ast.Name) and value.args[0].id in known
+                and isinstance(value.func, ast.Call)):
+            continue
+        dotted = _dotted(value.func.func)
+        if dotted is not None and dotted.split(".")[0] in aliases and _resolve_with(aliases, dotted) in KERNEL_WRAPPERS:
+            wrapped.add(stmt.targets[0].id)
+            known.add(stmt.targets[0].id)
+    return wrapped
+
+
 def _decorators_only(tree: ast.Module, aliases: dict[str, str]) -> list[Violation]:
-    """[kernel-source]: triton.jit, autotune and heuristics only in a def's decorator list. Called on a
-    function (``k = triton.jit(body)``) they make a kernel whose body the policy checked as host code."""
+    """[kernel-source]: triton.jit, autotune and heuristics only in a def's decorator list, or autotune and
+    heuristics applied by a call to a kernel of the file (_wrapped_kernels). Called on a function
+    (``k = triton.jit(body)``) they make a kernel whose body the policy checked as host code."""
     in_decorators = {id(sub) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
                      for d in node.decorator_list for sub in ast.walk(d)}
+    wrapped = _wrapped_kernels(tree, aliases)
+    in_decorators |= {id(sub) for stmt in tree.body if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
+                      isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id in wrapped
+                      for sub in ast.walk(stmt.value.func)}
     out = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in in_decorators:
@@ -1783,6 +1899,41 @@ def _entry_point(tree: ast.Module, functions: dict[str, ast.AST]) -> str | None:
     return None
 
 
+def _dead_functions(tree: ast.Module) -> set[str]:
+    """Module-level defs nothing that runs can call: test helpers (a torch reference, an
+    ``assert_close`` check) left beside forward, or called only from the ``if __name__ == "__main__":``
+    block (which _executions has emptied). Everything outside the bodies of undecorated module-level
+    defs runs or may hand a def on (module statements, class bodies, decorators, defaults): the names
+    it loads are live, and so is every name the body of a live def loads. A decorated def is live
+    (its decorator gets the function). A def named nowhere live can be reached only by looking its
+    name up (globals(), getattr on the module, frames), which the introspection rules refuse; the
+    run-time torch guard holds forward's calls whatever the policy decided. Only [torch-work] is
+    waived in a dead def; every other rule applies."""
+    defs = {n.name: n for n in tree.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not n.decorator_list}
+    if sum(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name in defs
+           for n in tree.body) != len(defs):
+        return set()  # a name defined twice: which object it holds is not for the syntax to say
+    pending: list[ast.AST] = []
+    for stmt in tree.body:
+        if stmt.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef) and stmt.name in defs:
+            pending += [*stmt.args.defaults, *(d for d in stmt.args.kw_defaults if d is not None)]
+        else:
+            pending.append(stmt)
+    live, seen = {"forward"}, set()
+    while pending:
+        for node in ast.walk(pending.pop()):
+            if isinstance(node, ast.Name) and node.id not in live:
+                live.add(node.id)
+                if node.id in defs and node.id not in seen:
+                    seen.add(node.id)
+                    pending.append(defs[node.id])
+        if "forward" in defs and "forward" not in seen:
+            seen.add("forward")
+            pending.append(defs["forward"])
+    return set(defs) - live
+
+
 def _launch_graph(tree: ast.Module, aliases: dict[str, str]) -> str | None:
     """Why forward launches no kernel defined in the file, or None when it does.
 
@@ -1795,7 +1946,9 @@ def _launch_graph(tree: ast.Module, aliases: dict[str, str]) -> str | None:
     functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     bindings = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
                 if isinstance(t, ast.Name)}
+    bindings.update({n.name: n for n in tree.body if isinstance(n, ast.ClassDef)})  # its methods may run
     kernels = {name for name, f in functions.items() if _is_kernel(f, aliases)}
+    wrapped = _wrapped_kernels(tree, aliases)
     entry = _entry_point(tree, functions)
     if entry is None or entry in kernels:
         return ("solution.py must define forward(*inputs) once at module level: a def, or a name bound to "
@@ -1817,7 +1970,7 @@ def _launch_graph(tree: ast.Module, aliases: dict[str, str]) -> str | None:
             continue
         function = isinstance(body, (ast.FunctionDef, ast.AsyncFunctionDef))
         params = {a.arg for a in ast.walk(body.args) if isinstance(a, ast.arg)} if function else set()
-        launchable = kernels | (_kernel_aliases(body, kernels) if function else set())
+        launchable = kernels | wrapped | (_kernel_aliases(body, kernels | wrapped) if function else set())
         for node in ast.walk(body):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) and \
                     isinstance(node.func.value, ast.Name):
@@ -1837,6 +1990,10 @@ MAX_SOURCE_CHARS = 256 * 1024
 # combination of their branches.
 MAX_IMPORT_FALLBACKS = 3
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
+# Modules the worker has imported before it loads a solution, under every Triton it supports: an
+# ``import`` of one cannot fail there.
+ALWAYS_IMPORTED = frozenset({"torch", "triton", "triton.language", "math", "itertools", "functools", "typing",
+                             "dataclasses", "logging", "warnings", "contextlib"})
 
 
 def _fallback_statement(stmt: ast.stmt, aliases: dict[str, str]) -> ast.stmt | None:
@@ -1861,6 +2018,12 @@ def _fallback_statement(stmt: ast.stmt, aliases: dict[str, str]) -> ast.stmt | N
     return ast.copy_location(binding, stmt)
 
 
+def _fallback_branch(stmts: list[ast.stmt], aliases: dict[str, str]) -> list[ast.stmt] | None:
+    """A branch of fallback statements as the policy checks it, or None when one has no place there."""
+    branch = [_fallback_statement(stmt, aliases) for stmt in stmts]
+    return None if None in branch else branch
+
+
 def _branch_names(stmts: list[ast.stmt]) -> set[str]:
     names = set()
     for stmt in stmts:
@@ -1871,14 +2034,56 @@ def _branch_names(stmts: list[ast.stmt]) -> set[str]:
     return names
 
 
+def _literal_attribute_call(node: ast.AST, bound: set[str]) -> bool:
+    """``getattr(obj, "name"[, default])`` or ``hasattr(obj, "name")`` (the builtins: not in ``bound``)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in bound):
+        return False
+    most = {"getattr": 3, "hasattr": 2}.get(node.func.id, 0)
+    return not node.keywords and 2 <= len(node.args) <= most and isinstance(node.args[1], ast.Constant) \
+        and isinstance(node.args[1].value, str) and node.args[1].value.isidentifier() \
+        and not any(isinstance(a, ast.Starred) for a in node.args)
+
+
+def _feature_test(node: ast.stmt, aliases: dict[str, str], bound: set[str]
+                  ) -> tuple[list[ast.stmt], list[ast.stmt]] | None:
+    """(the branch taken when the attribute is there, the other) for ``if hasattr(tl, "libdevice"):
+    <fallback> else: <fallback>`` at module level (``not hasattr`` too), or None. Like an import
+    fallback (_import_fallback): both branches only imports, literals and aliases, binding the same
+    names; the test itself, an imported name's attribute by a literal, opens each branch, so that it is
+    checked as that attribute."""
+    if not isinstance(node, ast.If) or not node.orelse:
+        return None
+    test = node.test.operand if isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not) \
+        else node.test
+    if not (_literal_attribute_call(test, bound) and test.func.id == "hasattr" and
+            isinstance(test.args[0], ast.Name) and test.args[0].id in aliases):
+        return None
+    branches = [_fallback_branch(stmts, aliases) for stmts in (node.body, node.orelse)]
+    names = _branch_names(node.body)
+    if None in branches or not names or _branch_names(node.orelse) != names:
+        return None
+    return tuple([ast.copy_location(ast.Expr(copy.deepcopy(test)), node)] + b for b in branches)
+
+
+def _never_fails(stmts: list[ast.stmt]) -> bool:
+    """Whether a try body cannot raise ImportError in any worker: plain imports of modules every worker
+    has loaded before the solution (torch, triton, triton.language, the allowed standard modules),
+    and literals (``HAS_TRITON = True``)."""
+    return all(isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) or
+               isinstance(stmt, ast.Import) and all(a.name in ALWAYS_IMPORTED for a in stmt.names)
+               for stmt in stmts)
+
+
 def _import_fallback(node: ast.stmt, aliases: dict[str, str], bound: set[str]
-                     ) -> tuple[list[ast.stmt], list[ast.stmt]] | None:
+                     ) -> tuple[list[ast.stmt], ...] | None:
     """(what runs when the imports succeed, what runs when one fails) for ``try: <imports> except
     ImportError: <fallback>`` at module level, or None for any other try statement ([try-except]).
     Both branches may hold only imports, literals and aliases of imported names (_fallback_statement),
     so neither can do work, and must bind the same names, so that whichever ran (the fallback after
     some of the imports did, too) the module's names are those of one branch: the policy checks the
-    module once with each. One handler, of ImportError or ModuleNotFoundError (not rebound), without
+    module once with each. A fallback that never runs (_never_fails: ``try: import triton ...
+    HAS_TRITON = True except ImportError: HAS_TRITON = False``) may bind fewer names; only the try
+    branch is checked then. One handler, of ImportError or ModuleNotFoundError (not rebound), without
     ``as``; no else or finally."""
     if not isinstance(node, ast.Try) or node.orelse or node.finalbody or len(node.handlers) != 1:
         return None
@@ -1887,13 +2092,12 @@ def _import_fallback(node: ast.stmt, aliases: dict[str, str], bound: set[str]
     if handler.name is not None or not caught or not all(
             isinstance(c, ast.Name) and c.id in IMPORT_ERRORS and c.id not in bound for c in caught):
         return None
-    branches = []
-    for stmts in (node.body, handler.body):
-        branch = [_fallback_statement(stmt, aliases) for stmt in stmts]
-        if None in branch:
-            return None
-        branches.append(branch)
+    branches = [_fallback_branch(stmts, aliases) for stmts in (node.body, handler.body)]
     names = _branch_names(node.body)
+    if None in branches:
+        return None
+    if names and _never_fails(node.body) and _branch_names(handler.body) <= names:
+        return (branches[0],)
     if not names or _branch_names(handler.body) != names:
         return None
     return branches[0], branches[1]
@@ -1904,16 +2108,19 @@ def _executions(tree: ast.Module, bound: set[str]) -> list[ast.Module]:
     left out (it never runs: the worker names the module ``solution`` and no binding of ``__name__`` is
     allowed), so nothing it binds counts as bound (a name it imports would otherwise be used elsewhere
     as bound, and Triton's interpreter fills unbound names in: h04), and each module-level import
-    fallback replaced by one of its branches, every combination. The tree itself when neither is there."""
+    fallback or ``hasattr`` feature test replaced by one of its branches, every combination. The tree
+    itself when neither is there."""
     aliases = _all_aliases(tree)
     fallbacks = {i: branches for i, stmt in enumerate(tree.body)
-                 if (branches := _import_fallback(stmt, aliases, bound)) is not None}
+                 if (branches := _import_fallback(stmt, aliases, bound) or _feature_test(stmt, aliases, bound))
+                 is not None}
     guards = [i for i, stmt in enumerate(tree.body) if _is_main_guard(stmt) and stmt.body]
     if not fallbacks and not guards:
         return [tree]
     runs = []
-    for choice in itertools.product((0, 1), repeat=min(len(fallbacks), MAX_IMPORT_FALLBACKS)):
-        picked = dict(zip(sorted(fallbacks)[:MAX_IMPORT_FALLBACKS], choice))  # the rest stay [try-except]
+    checked = sorted(fallbacks)[:MAX_IMPORT_FALLBACKS]  # the rest stay [try-except]
+    for choice in itertools.product(*(range(len(fallbacks[i])) for i in checked)):
+        picked = dict(zip(checked, choice))
         body = []
         for i, stmt in enumerate(tree.body):
             if i in picked:
@@ -1938,6 +2145,8 @@ def _check_run(tree: ast.Module, table: symtable.SymbolTable, source_lines: list
     checker = _Checker(allowed_torch, forbidden_imports)
     checker.all_aliases = aliases
     checker.kernel_names = {n.name for n in tree.body if _is_kernel(n, aliases)}
+    checker.wrapped_kernels = _wrapped_kernels(tree, aliases)
+    checker.dead_functions = _dead_functions(tree)
     checker.source_lines = source_lines
     bound = _module_bound(table)
     checker.module_bound = bound

@@ -152,7 +152,8 @@ RULES = (
     Rule("class-definition", (3, 7), (SOURCE,),
          "classes other than `@dataclass` or `NamedTuple` records without dunder methods",
          "Hold launch parameters in a frozen @dataclass or a NamedTuple and write functions for behaviour.",
-         "class Params:\n    block = 1024\n\n\ndef forward(x):\n    return launch(x, block=Params.block)\n",
+         "class Params:\n    def __getattr__(self, name):\n        return 1024\n\n\n"
+         "def forward(x):\n    return launch(x, block=Params().block)\n",
          "from dataclasses import dataclass\n\n\n@dataclass(frozen=True)\nclass Params:\n    block: int = 1024\n\n\n"
          "def forward(x):\n    return launch(x, block=Params().block)\n"),
     Rule("hidden-state", (2, 15), (SOURCE, RUN),
