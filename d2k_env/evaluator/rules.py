@@ -109,8 +109,8 @@ RULES = (
          "Define the kernel in solution.py and launch it from forward as `kernel[grid](...)`.",
          "def forward(x):\n    return torch.empty_like(x)\n"),
     Rule("forbidden-import", (4, 5, 6, 13), (SOURCE,),
-         "imports other than torch, triton, math, itertools, typing, dataclasses, logging, warnings and "
-         "functools' caches",
+         "imports other than torch, triton, math, itertools, typing, dataclasses, logging, warnings, "
+         "functools' caches, contextlib.nullcontext",
          "Import only what the kernel needs; query devices through torch.cuda and pass settings as arguments.",
          "import os\n\n\n" + _FORWARD,
          "import math\n\n\ndef forward(x):\n    assert math.prod(x.shape) == x.numel()\n    return launch(x)\n"),
@@ -133,7 +133,7 @@ RULES = (
          "def forward(x):\n    warp = getattr(torch.cuda.get_device_properties(x.device), \"warp_size\", 32)\n"
          "    return launch(x, block=32 * warp)\n"),
     Rule("tampering", (5, 13), (SOURCE, RUN),
-         "assigning or deleting attributes",
+         "assigning or deleting attributes (but `self.x` in `__init__`)",
          "Pass settings as arguments or keep them in module-level constants.",
          "def forward(x):\n    launch.block = 2048\n    return launch(x)\n",
          "def forward(x):\n    return launch(x, block=2048)\n"),
@@ -150,8 +150,9 @@ RULES = (
          "def forward(x):\n    return launch(x, block=np.int64(1024))\n",
          "BLOCK = 1024\n\n\ndef forward(x):\n    return launch(x, block=BLOCK)\n"),
     Rule("class-definition", (3, 7), (SOURCE,),
-         "classes other than `@dataclass` or `NamedTuple` records without dunder methods",
-         "Hold launch parameters in a frozen @dataclass or a NamedTuple and write functions for behaviour.",
+         "classes but `@dataclass`/`NamedTuple` records and op classes of `__init__` and `__call__`",
+         "Hold launch parameters in a frozen @dataclass, a NamedTuple, or a module-level class whose "
+         "`__init__` sets them and whose `__call__` launches.",
          "class Params:\n    def __getattr__(self, name):\n        return 1024\n\n\n"
          "def forward(x):\n    return launch(x, block=Params().block)\n",
          "from dataclasses import dataclass\n\n\n@dataclass(frozen=True)\nclass Params:\n    block: int = 1024\n\n\n"
@@ -166,12 +167,14 @@ RULES = (
          "    return launch(x, block=_BLOCKS[x.numel()])\n"),
     Rule("kernel-source", (3,), (SOURCE,),
          "kernels not decorated with `@triton.jit` at module level",
-         "Decorate each module-level kernel with `@triton.jit` (and `@triton.autotune` or `@triton.heuristics`).",
+         "Decorate each module-level kernel with `@triton.jit` (and `@triton.autotune` or `@triton.heuristics`, "
+         "as decorators or applied at module level: `tuned = triton.autotune(...)(kernel)`).",
          "fast_copy = triton.jit(copy_kernel)\n\n\n" + _FORWARD),
     Rule("try-except", (3,), (SOURCE,),
          "`try`/`except` but an import fallback at module level (a failing kernel must fail, not fall back)",
          "Let a failing launch raise and check preconditions with `if` or `assert`; "
-         "`try: <imports> except ImportError: <imports>` at module level is fine.",
+         "`try: <imports> except ImportError: <imports>` at module level is fine, and so is "
+         "`try: import triton ... HAS_TRITON = True except ImportError: HAS_TRITON = False`.",
          "def forward(x):\n    try:\n        return launch(x)\n    except RuntimeError:\n"
          "        return launch(x, block=128)\n",
          "try:\n    from triton.language.extra.cuda import libdevice\nexcept ImportError:\n"
