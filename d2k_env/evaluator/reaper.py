@@ -1,7 +1,8 @@
 """The supervisor between the env and an evaluation worker: no process the evaluation starts outlives it.
 
 Run by :mod:`d2k_env.evaluator.sandbox` as ``python -I -S reaper.py CHANNEL_FD STATUS_FD PARENT_PID
-CONFINEMENT [LAUNCHER]`` (LAUNCHER: a JSON argv prefix, e.g. the GPU memory checker; a script, not ``-m``: the package, and torch with it, is never imported here). It never runs agent
+CONFINEMENT_FD [LAUNCHER]`` (CONFINEMENT_FD: a memory file holding the confinement's JSON, of any
+size; LAUNCHER: a JSON argv prefix, e.g. the GPU memory checker; a script, not ``-m``: the package, and torch with it, is never imported here). It never runs agent
 code. It makes itself the *child subreaper* of everything below it (Linux ``PR_SET_CHILD_SUBREAPER``),
 so an orphan under it (a fork that called ``setsid()`` or ``setpgid()``, a double fork) is
 re-parented to it rather than to init: nothing below can leave its process tree. Then it starts the
@@ -160,12 +161,17 @@ def kill_descendants(root: int) -> int:
 _CONFINE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "confine.py")
 
 
-def _load_confine():
-    """confine.py, loaded by path: the supervisor never imports the package."""
-    spec = importlib.util.spec_from_file_location("d2k_confine", _CONFINE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_confine = None
+
+
+def load_confine():
+    """confine.py, loaded by path (once): the supervisor never imports the package."""
+    global _confine
+    if _confine is None:
+        spec = importlib.util.spec_from_file_location("d2k_confine", _CONFINE)
+        _confine = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_confine)
+    return _confine
 
 
 def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, cgroup, launcher: list[str],
@@ -178,8 +184,6 @@ def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, c
     descriptor but stdin, stdout, stderr and the channel, and calls ``serve(channel_fd, processes)``
     under the same layers. Nothing of the solution has run yet."""
     argv = [sys.executable, "-m", WORKER_MODULE, str(channel_fd), "processes" if confinement.processes else "no-processes"]
-    if launcher:  # Landlock is applied by the worker's own process (see confine.main), the rest here
-        argv = [*launcher, sys.executable, "-I", "-S", _CONFINE, confinement.landlock_json(), *argv]
     me = os.getpid()
     pid = os.fork()
     if pid == 0:  # the worker-to-be: nothing here may return
@@ -193,7 +197,10 @@ def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, c
             if cgroup is not None:
                 with open(cgroup.procs, "w") as f:
                     f.write("0")
-            layers = confinement.apply(landlock=not launcher)
+            layers = confinement.apply(landlock=not launcher)  # with namespaces, from here on in a fork of its own
+            if launcher:  # Landlock is applied by the worker's own process (see confine.main), the rest here
+                spec = confinement.landlock_memfd()
+                argv = [*launcher, sys.executable, "-I", "-S", _CONFINE, str(spec), *argv]
             os.write(layers_fd, json.dumps(layers).encode())
             signal.pthread_sigmask(signal.SIG_SETMASK, ())
             if serve is not None:
@@ -310,7 +317,7 @@ def take_down(reaped: Reaped, deadline_s: float = CLEANUP_S) -> bool:
 
 def main(argv: list[str]) -> int:
     launcher = json.loads(argv[5]) if len(argv) > 5 else []
-    return supervise(int(argv[1]), int(argv[2]), int(argv[3]), argv[4], launcher)
+    return supervise(int(argv[1]), int(argv[2]), int(argv[3]), load_confine().read_fd(int(argv[4])), launcher)
 
 
 def supervise(channel_fd: int, status_fd: int, parent: int, confinement_json: str, launcher: list[str],
@@ -322,7 +329,7 @@ def supervise(channel_fd: int, status_fd: int, parent: int, confinement_json: st
     os.set_inheritable(status_fd, False)
     os.set_inheritable(channel_fd, False)
     report: dict = {"worker": None, "others": 0, "clean": False, "subreaper": False, "oom_kills": 0}
-    confine = _load_confine()
+    confine = load_confine()
     confinement = confine.Confinement.from_json(confinement_json)
     worker, cgroup, dispatched, unused = None, None, threading.Event(), threading.Event()
     if os.getppid() == parent:  # else the env died before PR_SET_PDEATHSIG was set: start nothing
