@@ -384,7 +384,7 @@ def _build_view(view: str, read: list[str], write: list[str], devices: list[str]
     A tmpfs holding bind mounts of the read and write roots (by their real paths, with a symlink
     where a root's own path differs, such as /lib to usr/lib); a ``/dev`` of the device files, a
     private ``/dev/shm`` and a ``/proc`` of this PID namespace (called in its first process); an
-    empty read-only mount over every hidden path the view shows. Nothing else of the host is in
+    empty mount that nobody may open over every hidden path the view shows. Nothing else of the host is in
     reach: no /tmp, /run or home directory, hence none of their Unix sockets. Returns the state."""
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing done here reaches the host's mounts
     _mount("d2k-view", view, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=16m")
@@ -413,15 +413,18 @@ def _build_view(view: str, read: list[str], write: list[str], devices: list[str]
     _mount("d2k-shm", dev + "/shm", "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, f"mode=1777,size={SHM_BYTES}")
     os.makedirs(view + "/proc", exist_ok=True)
     _mount("proc", view + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    covered = 0
+    # Hidden: an empty directory or file that nobody may open (mode 000; root without
+    # capabilities, or a dropped user, is refused as any other user would be).
+    covered, blank = 0, view + "/.d2k-hidden"
+    os.close(os.open(blank, os.O_CREAT | os.O_WRONLY, 0))
     for path in hidden:
         inside = view + path
         if not any(_within(path, b) for b in bound) or not os.path.lexists(inside) or os.path.islink(inside):
             continue
         if os.path.isdir(inside):
-            _mount("d2k-hidden", inside, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=0555,size=4k")
+            _mount("d2k-hidden", inside, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=0000,size=4k")
         else:
-            _mount("/dev/null", inside, None, _MS_BIND)
+            _mount(blank, inside, None, _MS_BIND)
         covered += 1
     old = view + "/.old-root"
     os.mkdir(old)
