@@ -103,7 +103,10 @@ def _evaluate(tmp_path, monkeypatch, source: str, **kw):
         ev.close()
 
 
-def test_past_the_policy_a_solution_reaches_no_secret_and_nothing_outside_its_scratch(tmp_path, monkeypatch):
+@pytest.mark.parametrize("namespaces", ["1", "0"], ids=["namespaces", "landlock only"])
+def test_past_the_policy_a_solution_reaches_no_secret_and_nothing_outside_its_scratch(tmp_path, monkeypatch,
+                                                                                      namespaces):
+    monkeypatch.setenv(sandbox.NAMESPACES_VAR, namespaces)
     project = Path(load_task("fused_add_rmsnorm").baseline_path).parents[1]
     baseline = (project / "baselines" / "fused_add_rmsnorm.py").read_bytes()
     source = (PROBE.replace("@SEED@", repr(SEED)).replace("@KEY@", repr(inputs_key(SEED)))

@@ -154,3 +154,66 @@ def test_an_escaped_worker_leaves_nothing_and_reaches_no_host_resource(tmp_path,
         assert honest.sandbox["namespaces"] == result.sandbox["namespaces"]
     finally:
         ev.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="plays an unprivileged user by dropping root")
+def test_an_unprivileged_user_gets_the_view_through_a_user_namespace():
+    """Not root: the namespaces come inside a user namespace that maps the user to itself (where
+    the kernel allows unprivileged ones), the references are covered all the same, and the worker
+    keeps no capability of that namespace. (A child of the test drops to ``nobody`` and confines
+    itself as a worker would, with read roots ``nobody`` may reach.)"""
+    import shutil
+    import tempfile
+
+    from d2k_env.evaluator.confine import Confinement
+
+    base = Path(tempfile.mkdtemp(prefix="d2k-userns-"))
+    try:
+        os.chmod(base, 0o755)
+        site, scratch, view = base / "site", base / "scratch", base / "view"
+        (site / "pkg").mkdir(parents=True)
+        (site / "pkg" / "lib.py").write_text("library\n")
+        (site / "pkg" / "references").mkdir()
+        (site / "pkg" / "references" / "op.py").write_text("expert kernel\n")
+        scratch.mkdir()
+        view.mkdir()
+        for p in [base, *base.rglob("*")]:
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        conf = Confinement(["/usr", "/lib", "/lib64", "/bin", "/etc", "/proc", str(site)], [str(scratch)], ["/dev/null"],
+                           None, None, 0, True, hidden=[str(site / "pkg" / "references")], view=str(view))
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # nothing here may return into pytest
+            try:
+                os.close(r)
+                os.setgroups([])
+                os.setresgid(65534, 65534, 65534)
+                os.setresuid(65534, 65534, 65534)
+                _libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE, which the change of user cleared: a user's own process
+                os.chdir(scratch)
+                layers = conf.apply()
+                seen = {"layers": layers, "uid": os.geteuid(), "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
+                seen["library"] = (site / "pkg" / "lib.py").read_text()
+                try:
+                    seen["reference"] = (site / "pkg" / "references" / "op.py").read_text()
+                except OSError as exc:
+                    seen["reference"] = type(exc).__name__
+                with open("/proc/self/status") as f:
+                    seen["caps"] = [l.split()[1] for l in f if l.startswith("CapEff")][0]
+                os.write(w, json.dumps(seen).encode())
+            except BaseException as exc:  # noqa: BLE001
+                import traceback
+                os.write(w, json.dumps({"error": traceback.format_exc()}).encode())
+            finally:
+                os._exit(0)
+        os.close(w)
+        with os.fdopen(r) as f:
+            seen = json.loads(f.read() or "{}")
+        os.waitpid(pid, 0)
+        if "error" in seen or seen["layers"]["namespaces"].startswith("absent"):
+            pytest.skip(f"no unprivileged user namespaces here: {seen}")
+        assert seen["layers"]["namespaces"].startswith("mount, PID and IPC"), seen
+        assert seen["uid"] == 65534 and seen["pids"] == [1] and seen["caps"] == "0000000000000000", seen
+        assert seen["library"] == "library\n" and seen["reference"] == "PermissionError", seen
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -316,7 +316,8 @@ _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
 _MNT_DETACH = 2
 _SYS_PIVOT_ROOT = 155
-_PR_SET_PDEATHSIG = 1
+_PR_SET_PDEATHSIG, _PR_SET_NAME = 1, 15
+STAND_IN_NAME = "d2k-stand-in"  # its process name, by which the supervisor knows it (see reaper)
 # Symlinks every /dev has, for programs that name the standard streams by path.
 _DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
               "stderr": "/proc/self/fd/2"}
@@ -330,10 +331,10 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
         raise OSError(err, f"mount of {source or fstype} on {target} failed: {os.strerror(err)}")
 
 
-def _unshare() -> str:
-    """Unshare mount, PID and IPC namespaces (in a new user namespace that maps this user to itself
-    where the process is not root); the empty string where done, else why not."""
-    flags = _CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWPID
+def _unshare(pid: bool) -> str:
+    """Unshare mount, IPC and (``pid``) PID namespaces (in a new user namespace that maps this user
+    to itself where the process is not root); the empty string where done, else why not."""
+    flags = _CLONE_NEWNS | _CLONE_NEWIPC | (_CLONE_NEWPID if pid else 0)
     root = os.geteuid() == 0
     uid, gid = os.geteuid(), os.getegid()
     if _libc.unshare(flags | (0 if root else _CLONE_NEWUSER)) != 0:
@@ -353,14 +354,15 @@ def _stand_in(worker: int) -> None:
     the supervisor reports the worker's own exit status or signal. Never returns."""
     code = 127
     try:
+        _libc.prctl(_PR_SET_NAME, STAND_IN_NAME.encode(), 0, 0, 0)
         os.closerange(0, os.sysconf("SC_OPEN_MAX"))  # the pipes' ends close with the worker alone
         _, status = os.waitpid(worker, 0)
         code = os.waitstatus_to_exitcode(status)
         if code < 0:  # killed: by the same signal, so that a memory kill still reads as SIGKILL
-            signal.signal(-code, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, [-code])
-            os.kill(os.getpid(), -code)
-            code = 128 - code
+            sig, code = -code, 128 - code
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+            os.kill(os.getpid(), sig)
     finally:
         os._exit(code)
 
@@ -378,13 +380,30 @@ def _bind_path(view: str, path: str) -> str:
     return inside
 
 
-def _build_view(view: str, read: list[str], write: list[str], devices: list[str], hidden: list[str]) -> str:
+def _cover_directory(path: str) -> None:
+    """Cover a hidden directory with a read-only tmpfs holding an empty stand-in of each entry,
+    mode 000: it lists and stats as before (the package's task discovery checks that each task's
+    reference is a file), but nothing in it opens (root without capabilities, or a dropped user,
+    is refused as any other user is) and nothing of the real files is beneath."""
+    entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in os.scandir(path)]
+    _mount("d2k-hidden", path, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=0555,size=64k")
+    for name, is_dir in entries:
+        if is_dir:
+            os.mkdir(os.path.join(path, name), 0)
+        else:
+            os.close(os.open(os.path.join(path, name), os.O_CREAT | os.O_WRONLY, 0))
+    _mount(None, path, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+
+
+def _build_view(view: str, read: list[str], write: list[str], devices: list[str], hidden: list[str],
+                own_pids: bool) -> str:
     """Mount the worker's filesystem on ``view`` (an empty directory), then make it the root.
 
     A tmpfs holding bind mounts of the read and write roots (by their real paths, with a symlink
     where a root's own path differs, such as /lib to usr/lib); a ``/dev`` of the device files, a
     private ``/dev/shm`` and a ``/proc`` of this PID namespace (called in its first process); an
-    empty mount that nobody may open over every hidden path the view shows. Nothing else of the host is in
+    empty stand-in that nobody may open over every hidden path the view shows (an empty file,
+    or a directory of empty files of the same names, mode 000). Nothing else of the host is in
     reach: no /tmp, /run or home directory, hence none of their Unix sockets. Returns the state."""
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing done here reaches the host's mounts
     _mount("d2k-view", view, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=16m")
@@ -412,9 +431,10 @@ def _build_view(view: str, read: list[str], write: list[str], devices: list[str]
     os.mkdir(dev + "/shm")
     _mount("d2k-shm", dev + "/shm", "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, f"mode=1777,size={SHM_BYTES}")
     os.makedirs(view + "/proc", exist_ok=True)
-    _mount("proc", view + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    # Hidden: an empty directory or file that nobody may open (mode 000; root without
-    # capabilities, or a dropped user, is refused as any other user would be).
+    if own_pids:
+        _mount("proc", view + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    else:  # the host's processes, each shown only to who may trace it (Landlock: none outside the domain)
+        _mount("proc", view + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "hidepid=invisible")
     covered, blank = 0, view + "/.d2k-hidden"
     os.close(os.open(blank, os.O_CREAT | os.O_WRONLY, 0))
     for path in hidden:
@@ -422,7 +442,7 @@ def _build_view(view: str, read: list[str], write: list[str], devices: list[str]
         if not any(_within(path, b) for b in bound) or not os.path.lexists(inside) or os.path.islink(inside):
             continue
         if os.path.isdir(inside):
-            _mount("d2k-hidden", inside, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=0000,size=4k")
+            _cover_directory(inside)
         else:
             _mount(blank, inside, None, _MS_BIND)
         covered += 1
@@ -436,29 +456,36 @@ def _build_view(view: str, read: list[str], write: list[str], devices: list[str]
         raise OSError(ctypes.get_errno(), "the host's root could not be detached")
     os.rmdir("/.old-root")
     _mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-    return f"mount, PID and IPC: a view of {len(bound)} bound roots, {covered} hidden paths under empty mounts, " \
-           "no host sockets, its own /proc, /dev/shm and IPC objects"
+    return ("mount, PID and IPC" if own_pids else "mount and IPC (no PID namespace under a launcher: its /proc "
+            "shows only the processes it may trace)") + \
+        f": a view of {len(bound)} bound roots, {covered} hidden paths under empty mounts, " \
+        "no host sockets, its own /proc, /dev/shm and IPC objects"
 
 
-def _isolate(conf: "Confinement") -> str | None:
+def _isolate(conf: "Confinement", own_pids: bool) -> str | None:
     """The namespaces layer, in the process about to become the worker: unshare, fork the worker as
     the first process of its PID namespace (this process stays behind as its stand-in, see
     :func:`_stand_in`, and never returns), and in the worker build its view. Returns the layer's
-    state, or None where the machine refuses namespaces (the caller steps around the hidden paths)."""
-    why = _unshare()
+    state, or None where the machine refuses namespaces (the caller steps around the hidden paths).
+
+    Without ``own_pids`` (under a launcher, which would be the namespace's first process, one to
+    which no signal of its own namespace is delivered: a program that expects to signal itself
+    would hang) there is no PID namespace and no fork."""
+    why = _unshare(own_pids)
     if why:
         _isolate.refused = why
         return None
     cwd = os.getcwd()
-    pid = os.fork()
-    if pid != 0:
-        _stand_in(pid)
-    # The worker: dies with its stand-in, and everything in its namespace with it. (Its parent
-    # lies outside the namespace, so getppid() says 0: were the stand-in gone already, the worker
-    # would be an orphan of the supervisor, a subreaper that takes down all below it.)
-    if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        os._exit(125)
-    state = _build_view(conf.view, conf.read, conf.write, conf.devices, conf.hidden)
+    if own_pids:
+        pid = os.fork()
+        if pid != 0:
+            _stand_in(pid)
+        # The worker: dies with its stand-in, and everything in its namespace with it. (Its parent
+        # lies outside the namespace, so getppid() says 0: were the stand-in gone already, the worker
+        # would be an orphan of the supervisor, a subreaper that takes down all below it.)
+        if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            os._exit(125)
+    state = _build_view(conf.view, conf.read, conf.write, conf.devices, conf.hidden, own_pids)
     os.chdir(cwd)
     return state
 
@@ -537,7 +564,8 @@ class Confinement:
 
         With namespaces (``view`` set, and the machine allowing them) the calling process forks:
         the child, the first process of the new PID namespace, returns from here as the worker; the
-        caller stays behind as its stand-in and never returns."""
+        caller stays behind as its stand-in and never returns. (Not under a launcher: see
+        :func:`_isolate`.)"""
         layers: dict[str, str] = {}
         limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, self.file_size),
                   (resource.RLIMIT_CPU, self.cpu_seconds)]
@@ -554,7 +582,7 @@ class Confinement:
                              "no address-space limit") + \
             (f", {self.max_processes} tasks" if own_uid else ", no task limit (the user's count is shared)")
         was_root = os.geteuid() == 0
-        isolated = _isolate(self) if self.view else None
+        isolated = _isolate(self, own_pids=landlock) if self.view else None
         self.isolated = isolated is not None
         hidden = [] if isolated else self.hidden
         layers["namespaces"] = isolated or (

@@ -2,8 +2,9 @@
 
 The child gets its own session, a private scratch directory as working directory, HOME and TMPDIR,
 the episode's Triton cache, a scrubbed environment, resource limits (file size, CPU time,
-processes), no network where the OS allows a private network namespace, and a ``sys.path`` without
-the agent's workspace. Progress and the result come back as JSON lines on a dedicated pipe; each
+processes), no network where the OS allows a private network namespace, its own mount, PID and
+IPC namespaces where the OS allows them (see :mod:`d2k_env.evaluator.confine`), and a ``sys.path``
+without the agent's workspace. Its confinement travels in a memory file, whatever its size. Progress and the result come back as JSON lines on a dedicated pipe; each
 phase (load, check, time, ...) has its own time limit, counted from the moment the request is
 handed over. stdout and stderr are kept only as clipped text to show the agent. A worker may be
 started before its request exists (:class:`Worker`, a spare that warms up meanwhile); it still
