@@ -9,8 +9,11 @@ removing the evaluation's memory cgroup (the supervisor's part), where the machi
 and the supervisor's start-up (a ``python -I -S`` with the supervisor's imports before the
 sandbox against one with its imports now, confine.py loaded by path, in turn).
 
-    python benchmarks/sandbox_setup_cost.py [--runs 50]
+    python benchmarks/sandbox_setup_cost.py [--runs 50] [--site-entries 3000] [--no-namespaces]
 
+``--site-entries N`` adds a read root laid out as a wheel install: a site-packages of N entries
+holding the package with its references, which no worker may read. ``--no-namespaces`` builds the
+confinement without a view (``D2K_SANDBOX_NAMESPACES=0``): Landlock steps around the hidden paths.
 Prints median, min and max in milliseconds for each part.
 """
 
@@ -30,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from d2k_env.evaluator import confine  # noqa: E402
+from d2k_env.evaluator import confine, sandbox  # noqa: E402
 from d2k_env.evaluator.sandbox import confinement_for  # noqa: E402
 from d2k_env.task import load_task  # noqa: E402
 
@@ -43,7 +46,7 @@ import importlib.util, json, os, sys, time
 spec = importlib.util.spec_from_file_location("d2k_confine", sys.argv[1])
 confine = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(confine)
-conf = confine.Confinement.from_json(sys.argv[2])
+conf = confine.Confinement.from_json(open(sys.argv[2]).read())
 rows = []
 for _ in range(int(sys.argv[3])):
     r, w = os.pipe()
@@ -73,8 +76,11 @@ print(json.dumps(rows))
 def in_children(conf: confine.Confinement, runs: int) -> list[dict]:
     """Fork ``runs`` children of a supervisor-like process; each applies every layer and reports
     how long each took."""
-    out = subprocess.run([sys.executable, "-I", "-S", "-c", MEASURE, str(Path(confine.__file__).resolve()),
-                          conf.to_json(), str(runs)], check=True, capture_output=True, text=True).stdout
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as spec:
+        spec.write(conf.to_json())
+        spec.flush()
+        out = subprocess.run([sys.executable, "-I", "-S", "-c", MEASURE, str(Path(confine.__file__).resolve()),
+                              spec.name, str(runs)], check=True, capture_output=True, text=True).stdout
     rows = json.loads(out)
     for row in rows:
         if "error" in row:
@@ -123,16 +129,28 @@ def stats(xs: list[float]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--site-entries", type=int, default=0)
+    ap.add_argument("--no-namespaces", action="store_true")
     args = ap.parse_args()
     task = load_task("fused_add_rmsnorm")
     with tempfile.TemporaryDirectory(prefix="d2k-eval-") as private:
-        scratch, outputs, cache = (Path(private) / n for n in ("scratch", "outputs", "triton"))
+        scratch, outputs, cache, view = (Path(private) / n for n in ("scratch", "outputs", "triton", "view"))
         scratch.mkdir()
         outputs.mkdir()
+        view.mkdir()
+        if args.site_entries:
+            site = Path(private) / "site-packages"
+            for i in range(args.site_entries):
+                (site / f"dist_{i:05d}").mkdir(parents=True)
+            (site / "d2k_env" / "builtin" / "references").mkdir(parents=True)
+            roots, hidden = sandbox._python_roots, sandbox._hidden_from_workers
+            sandbox._python_roots = lambda: [*roots(), str(site)]
+            sandbox._hidden_from_workers = lambda: [*hidden(), str(site / "d2k_env" / "builtin" / "references")]
         build, group = [], []
         for _ in range(args.runs):
             t0 = time.perf_counter()
-            conf = confinement_for(str(scratch), cache, str(task.root), str(outputs), "solution", interpret=True)
+            conf = confinement_for(str(scratch), cache, str(task.root), str(outputs), "solution", interpret=True,
+                                   view=None if args.no_namespaces else str(view))
             build.append((time.perf_counter() - t0) * 1e3)
             ms = cgroup_ms(conf)
             if ms is not None:

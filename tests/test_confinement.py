@@ -5,6 +5,7 @@ bounded, and every way its process can die is named in the verdict. Each probe i
 policy would refuse; here it runs, and reports what it could reach."""
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -60,8 +61,12 @@ PROBE = textwrap.dedent("""
         if os.fork() == 0:
             os._exit(0)
     attempt("forked", fork)
-    attempt("signalled the supervisor", lambda: os.kill(os.getppid(), 0))
-    attempt("signalled init", lambda: os.kill(1, 0))
+    # In a PID namespace of its own the worker is process 1 and its parent lies outside (getppid()
+    # says 0, and kill(0) would mean its own group): neither is another process to signal.
+    if os.getppid() != 0:
+        attempt("signalled the supervisor", lambda: os.kill(os.getppid(), 0))
+    if os.getpid() != 1:
+        attempt("signalled init", lambda: os.kill(1, 0))
     attempt("connected", lambda: socket.create_connection(("127.0.0.1", 22), timeout=1))
     attempt("new session", os.setsid)
     # What it may: its own scratch directory.
@@ -98,7 +103,10 @@ def _evaluate(tmp_path, monkeypatch, source: str, **kw):
         ev.close()
 
 
-def test_past_the_policy_a_solution_reaches_no_secret_and_nothing_outside_its_scratch(tmp_path, monkeypatch):
+@pytest.mark.parametrize("namespaces", ["1", "0"], ids=["namespaces", "landlock only"])
+def test_past_the_policy_a_solution_reaches_no_secret_and_nothing_outside_its_scratch(tmp_path, monkeypatch,
+                                                                                      namespaces):
+    monkeypatch.setenv(sandbox.NAMESPACES_VAR, namespaces)
     project = Path(load_task("fused_add_rmsnorm").baseline_path).parents[1]
     baseline = (project / "baselines" / "fused_add_rmsnorm.py").read_bytes()
     source = (PROBE.replace("@SEED@", repr(SEED)).replace("@KEY@", repr(inputs_key(SEED)))
@@ -116,7 +124,11 @@ def test_past_the_policy_a_solution_reaches_no_secret_and_nothing_outside_its_sc
 def test_every_layer_is_named_in_the_result(tmp_path, monkeypatch):
     result, _ = _evaluate(tmp_path, monkeypatch, PROBE.replace("@SEED@", "0").replace("@KEY@", "0").replace("@NONCE@", "'x'")
                           .replace("@PROJECT@", "'/nonexistent'").replace("@WORKSPACE@", "'/nonexistent'"))
-    assert set(result.sandbox) == {"rlimits", "landlock", "uid", "seccomp", "cgroup"}, result.sandbox
+    assert set(result.sandbox) == {"rlimits", "namespaces", "landlock", "uid", "seccomp", "cgroup"}, result.sandbox
+    # What hid the references: empty mounts in the worker's own view, or Landlock stepping around them.
+    assert result.sandbox["namespaces"].startswith(("mount, PID and IPC: a view of", "absent: ")), result.sandbox
+    assert "hidden paths under empty mounts" in result.sandbox["namespaces"] or \
+        "hidden paths stepped around" in result.sandbox["landlock"], result.sandbox
     if landlock_abi():
         assert result.sandbox["landlock"].startswith(f"ABI {landlock_abi()}")
     else:
@@ -194,20 +206,25 @@ def test_a_process_confining_itself_before_exec_keeps_the_domain_across_exec(tmp
     allowed, outside = tmp_path / "scratch", tmp_path / "outside"
     allowed.mkdir()
     outside.mkdir()
-    spec = json.dumps({"read": list(sandbox.SYSTEM_READ_ROOTS), "write": [str(allowed)],
-                       "devices": ["/dev/null"], "tcp_ports": [], "listed": []})
+    spec = confine.Confinement(list(sandbox.SYSTEM_READ_ROOTS), [str(allowed)], ["/dev/null"], None, None, 0, True)
     script = f"echo in > {allowed}/a; echo out > {outside}/b"
-    done = subprocess.run([sys.executable, "-I", "-S", confine.__file__, spec, "/bin/sh", "-c", script],
-                          capture_output=True, text=True, timeout=60)
+    fd = spec.landlock_memfd()  # the rules travel in a memory file, never in argv
+    try:
+        done = subprocess.run([sys.executable, "-I", "-S", confine.__file__, str(fd), "/bin/sh", "-c", script],
+                              capture_output=True, text=True, timeout=60, pass_fds=(fd,))
+    finally:
+        os.close(fd)
     assert (allowed / "a").read_text() == "in\n"
     assert not (outside / "b").exists() and "Permission denied" in done.stderr, done.stderr
 
 
 @pytest.mark.skipif(not landlock_abi(), reason="this kernel has no Landlock")
-def test_a_read_root_holding_the_references_is_stepped_around(tmp_path):
+def test_a_read_root_holding_the_references_is_stepped_around_by_landlock_without_namespaces(tmp_path):
     """Installed from a wheel, the shipped references lie inside the package and site-packages, both
-    read roots of a worker: those roots become list-only rules plus read rules on every other entry,
-    so Python can still list and import the package while no reference can be read."""
+    read roots of a worker. Where no mount namespace can cover them, those roots become list-only
+    rules plus read rules on every other entry, computed in the worker's own process from the
+    roots and the hidden paths (the memory file holds only those), so that Python can still list
+    and import the package while no reference can be read; with 3000 entries beside it too."""
     import subprocess
     import sys
 
@@ -220,14 +237,22 @@ def test_a_read_root_holding_the_references_is_stepped_around(tmp_path):
     (site / "d2k_env" / "builtin" / "tasks" / "op.py").write_text("spec\n")
     (site / "torch").mkdir()
     (site / "torch" / "lib.py").write_text("library\n")
-    read, listed = sandbox._hiding([*sandbox.SYSTEM_READ_ROOTS, str(site)],
-                                   [str(site / "d2k_env" / "builtin" / "references")])
+    for i in range(3000):
+        (site / f"dist-{i:04d}").mkdir()
+    hidden = [str(site / "d2k_env" / "builtin" / "references")]
+    read, listed = confine.step_around([*sandbox.SYSTEM_READ_ROOTS, str(site)], hidden)
     assert str(site) in listed and str(site) not in read
-    spec = json.dumps({"read": read, "write": [], "devices": ["/dev/null"], "tcp_ports": [], "listed": listed})
+    spec = confine.Confinement([*sandbox.SYSTEM_READ_ROOTS, str(site)], [], ["/dev/null"], None, None, 0, True,
+                               hidden=hidden)
+    assert len(spec.to_json()) < 2000
     b = site / "d2k_env" / "builtin"
     script = f"cat {site}/torch/lib.py {b}/tasks/op.py; ls {b}/references; cat {b}/references/op.py"
-    done = subprocess.run([sys.executable, "-I", "-S", confine.__file__, spec, "/bin/sh", "-c", script],
-                          capture_output=True, text=True, timeout=60)
+    fd = spec.landlock_memfd()
+    try:
+        done = subprocess.run([sys.executable, "-I", "-S", confine.__file__, str(fd), "/bin/sh", "-c", script],
+                              capture_output=True, text=True, timeout=60, pass_fds=(fd,))
+    finally:
+        os.close(fd)
     assert done.stdout.splitlines() == ["library", "spec", "op.py"], done
     assert "expert kernel" not in done.stdout and "Permission denied" in done.stderr, done.stderr
 

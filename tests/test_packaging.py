@@ -214,3 +214,120 @@ def test_ci_runs_exactly_the_readmes_test_commands():
     assert commands, ".ci/run marks no README test commands"
     assert commands[1] == block[1]
     assert commands[2].split() == [".ci/triton-compat", ".ci/resolve-on-pypi"]
+
+
+# -- install layouts: the wheel evaluates wherever pip put it, and no worker reads a reference ---------
+
+# Run by the layout's Python, from a directory with no checkout in reach: an episode made by gym.make,
+# then an escaped solution (the static policy off, as a solution past it) that tries to read the
+# installed package's own reference of the task.
+LAYOUT_EPISODE = """
+    import json, sys
+    import gymnasium as gym
+    import d2k_env
+    import d2k_env.evaluator as evaluator
+    from d2k_env.evaluator import Evaluator
+    from d2k_env.task import load_task
+
+    assert d2k_env.__file__.startswith(sys.argv[1]), d2k_env.__file__
+    env = gym.make("D2K/@TASK@-v0", backend="interpreter")
+    env.reset(seed=0)
+    reference = env.unwrapped.task.reference_path
+    assert str(reference).startswith(sys.argv[1]), reference
+    env.step({"tool": "write_file", "args": {"path": "solution.py", "content": reference.read_text()}})
+    _, reward, _, _, info = env.step({"tool": "benchmark", "args": {"workloads": ["5x200"]}})
+    print("episode", json.dumps([w["correct"] for w in info["evaluation"]["workloads"]]))
+    env.close()
+
+    evaluator.check_solution = lambda source, allowed: []  # past the policy
+    escaped = sys.argv[2]
+    with open(escaped, "w") as f:
+        f.write("import triton\\n"
+                f"try:\\n    print('READ', len(open({str(reference)!r}).read()))\\n"
+                "except OSError as exc:\\n    print('REFUSED', type(exc).__name__)\\n"
+                "def forward(*args):\\n    raise RuntimeError('probed')\\n")
+    result = Evaluator(load_task("@TASK@"), "interpreter").evaluate(escaped, "test", ["5x200"])
+    print("probe", json.dumps([line for line in result.output.splitlines() if line.startswith(("READ", "REFUSED"))]))
+    print("layers", json.dumps(result.sandbox))
+"""
+
+
+def _play_layout(python_exe: str, where: Path, cwd: Path, env: dict[str, str]) -> dict[str, str]:
+    """``d2k eval --mode submit`` of the shipped reference, then LAYOUT_EPISODE, by ``python_exe``
+    whose ``d2k_env`` lies in ``where``; returns the lines each printed, by their first word."""
+    reference = where / "d2k_env" / "builtin" / "references" / f"{SHIPPED}.py"
+    out = cwd / "submit.json"
+    done = subprocess.run([python_exe, "-m", "d2k_env.cli", "eval", SHIPPED, str(reference), "--mode", "submit",
+                           "--backend", "interpreter", "--seed", "5", "--json", str(out)],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    submitted = __import__("json").loads(out.read_text())
+    run = subprocess.run([python_exe, "-c", textwrap.dedent(LAYOUT_EPISODE).replace("@TASK@", SHIPPED),
+                          str(where), str(cwd / "escaped.py")],
+                         cwd=cwd, env=env, capture_output=True, text=True, timeout=400)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    lines = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in run.stdout.splitlines()
+             if line.startswith(("episode ", "probe ", "layers "))}
+    return {"submit": submitted, **lines}
+
+
+def _clean_environ() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", TASKS_PATH_VAR)}
+
+
+def _check_layout(played: dict) -> None:
+    submitted = played["submit"]
+    assert submitted["error"] is None and submitted["workloads"], submitted
+    assert all(w["correct"] for w in submitted["workloads"]), submitted["workloads"]
+    assert any(w["heldout"] for w in submitted["workloads"]), submitted["workloads"]  # submit's held-out shapes ran
+    assert played["episode"] == "[true]", played
+    # Under an empty mount the file is not there; stepped around by Landlock, it may not be opened.
+    assert played["probe"] in ('["REFUSED FileNotFoundError"]', '["REFUSED PermissionError"]'), played
+
+
+def test_a_wheel_in_a_venv_with_3000_site_packages_entries_submits_plays_and_hides_the_references(wheel, tmp_path):
+    """The wheel installed (``--no-deps``; the dependencies are the machine's, through
+    ``--system-site-packages``) into a virtual environment whose site-packages holds 3000 more
+    entries: ``d2k eval --mode submit`` of a shipped reference passes, a gym.make episode plays,
+    and a worker past the policy cannot read the installed reference (before, the sandbox's rules
+    for such a site-packages overflowed argv: E2BIG at every evaluation)."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
+                   check=True, timeout=120)
+    py = str(venv / "bin" / "python")
+    subprocess.run([py, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", str(wheel)],
+                   check=True, timeout=300, env=_clean_environ())
+    site_dir = Path(subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   capture_output=True, text=True, check=True).stdout.strip())
+    for i in range(3000):
+        (site_dir / f"filler_{i:04d}").mkdir()
+    assert len(os.listdir(site_dir)) >= 3000
+    home = tmp_path / "home"  # no checkout in reach
+    home.mkdir()
+    played = _play_layout(py, site_dir, home, _clean_environ())
+    _check_layout(played)
+
+
+def test_pip_install_target_with_pythonpath_submits_plays_and_hides_the_references(wheel, tmp_path):
+    """``pip install --target DIR`` with ``PYTHONPATH=DIR``, DIR holding the dependencies too (here
+    links to the machine's, in a virtual environment that has none of its own): before, the
+    sandbox left DIR out of the workers' read roots (it holds the package) and every worker died
+    with ``No module named 'gymnasium'``."""
+    target = tmp_path / "target"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", "--target",
+                    str(target), str(wheel)], check=True, timeout=300, env=_clean_environ())
+    machine_site = Path(gym.__file__).resolve().parents[1]
+    for entry in machine_site.iterdir():  # every dependency, as pip --target would have put it there
+        if not entry.name.startswith(("d2k_env", "__editable__", "_sandboxing")) and entry.suffix != ".pth" \
+                and not (target / entry.name).exists():
+            (target / entry.name).symlink_to(entry)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**_clean_environ(), "PYTHONPATH": str(target)}
+    check = subprocess.run([str(venv / "bin" / "python"), "-c", "import gymnasium, sys; print(gymnasium.__file__)"],
+                           cwd=home, env={**env, "PYTHONPATH": ""}, capture_output=True, text=True)
+    assert check.returncode != 0, "the venv should hold no dependency of its own"
+    played = _play_layout(str(venv / "bin" / "python"), target, home, env)
+    _check_layout(played)

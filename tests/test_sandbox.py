@@ -206,6 +206,14 @@ def _cleanup(procs: dict[str, tuple[int, str]]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.fixture(autouse=True)
+def no_namespaces(monkeypatch):
+    """These tests follow the worker's processes by the pids they record, which a worker in a PID
+    namespace of its own cannot tell (it sees its namespace's); so they test the supervisor's own
+    guarantee, as on a machine without namespaces. tests/test_namespaces.py tests the namespaces."""
+    monkeypatch.setenv(sandbox.NAMESPACES_VAR, "0")
+
+
 @pytest.fixture
 def processes_allowed(monkeypatch):
     """The GPU backend's sandbox (Triton runs ptxas), with the strays' pid directory writable: the

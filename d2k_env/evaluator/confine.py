@@ -23,6 +23,17 @@ what took effect; the evaluator puts it in every result), so a run always says w
   no core dumps.
 - ``cgroup``: a memory cgroup of its own (made by the supervisor, v1 or v2, where writable),
   whose out-of-memory kills the supervisor reports.
+- ``namespaces``: where the machine allows them (root, or an unprivileged user namespace), its own
+  mount, PID and IPC namespaces (see :func:`_isolate`): a filesystem view built of its read and
+  write roots alone (no host sockets, no ``/tmp``, a ``/dev`` of its device files and a private
+  ``/dev/shm``), the hidden paths (the references, host secrets) covered by empty mounts, a
+  ``/proc`` showing only its own processes, and SysV and POSIX IPC objects that die with it.
+  Where they are refused, Landlock steps around the hidden paths instead (list-only rules on the
+  directories above them, read rules on their other entries) and the layer says so.
+
+The confinement travels to the supervisor and on to the worker in a memory file (:func:`to_memfd`),
+never in argv or the environment, whose sizes the kernel bounds (a site-packages of a few hundred
+entries, stepped around, was over the 128 KiB a single argument may hold).
 
 Standard library only: the supervisor loads this file by path and never imports the package.
 """
@@ -35,6 +46,7 @@ import json
 import os
 import platform
 import resource
+import signal
 import sys
 
 # -- Landlock ------------------------------------------------------------------------------------
@@ -88,8 +100,11 @@ def _fs_rights(abi: int) -> int:
 
 
 def _landlock(read: list[str], write: list[str], devices: list[str], abi: int, tcp_ports: list[int],
-              listed: list[str] = ()) -> str:
+              hidden: list[str] = ()) -> str:
+    """Landlock the calling process: ``read`` readable except ``hidden`` (stepped around, see
+    :func:`step_around`), ``write`` writable, ``devices`` read-write. Returns the layer's state."""
     handled = _fs_rights(abi)
+    read, listed = step_around(read, list(hidden)) if hidden else (read, [])
     attr = _RulesetAttr(handled, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
                         _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
@@ -120,12 +135,14 @@ def _landlock(read: list[str], write: list[str], devices: list[str], abi: int, t
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
     finally:
         os.close(ruleset)
-    return _describe_landlock(abi, tcp_ports)
+    return _describe_landlock(abi, tcp_ports, hidden, len(listed))
 
 
-def _describe_landlock(abi: int, tcp_ports: list[int]) -> str:
+def _describe_landlock(abi: int, tcp_ports: list[int], hidden=(), listed: int | None = None) -> str:
     tcp = f"TCP only on ports {tcp_ports[0]}-{tcp_ports[-1]}, the memory checker's" if tcp_ports else "no TCP"
-    extras = [x for x, on in ((tcp, abi >= 4), ("scoped signals and abstract sockets", abi >= 6)) if on]
+    steps = f"{len(hidden)} hidden paths stepped around" + (f" ({listed} list-only rules)" if listed is not None else "")
+    extras = [x for x, on in ((tcp, abi >= 4), ("scoped signals and abstract sockets", abi >= 6), (steps, bool(hidden)))
+              if on]
     return f"ABI {abi}" + (f" ({', '.join(extras)})" if extras else "")
 
 
@@ -263,13 +280,250 @@ def seccomp(processes: bool) -> str:
     return f"{n} calls refused" + ("" if processes else ", no new processes")
 
 
+# -- hiding by Landlock alone ---------------------------------------------------------------------------
+
+def _within(path: str, root: str) -> bool:
+    return os.path.commonpath([path, root]) == root
+
+
+def step_around(roots: list[str], hidden: list[str]) -> tuple[list[str], list[str]]:
+    """Read roots that reach none of ``hidden``, and the directories above hidden paths that may
+    only be listed: a root holding a hidden path becomes a list-only rule on it plus read rules on
+    its other entries, down to the hidden path (which gets no rule at all). One rule per entry of
+    every directory on the way: used only where no mount namespace can cover the hidden paths."""
+    read, listed = [], []
+    for root in roots:
+        real = os.path.realpath(root)
+        inside = [h for h in hidden if _within(h, real)]
+        if not inside:
+            read.append(root)
+        elif real not in inside:
+            listed.append(real)
+            try:
+                entries = [entry.path for entry in os.scandir(real)]
+            except OSError:
+                continue
+            more_read, more_listed = step_around(entries, inside)
+            read += more_read
+            listed += more_listed
+    return read, listed
+
+
+# -- namespaces: the worker's own view of the filesystem, processes and IPC ----------------------------
+
+_CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWPID, _CLONE_NEWUSER = 0x00020000, 0x08000000, 0x20000000, 0x10000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_MNT_DETACH = 2
+_SYS_PIVOT_ROOT = 155
+_PR_SET_PDEATHSIG, _PR_SET_NAME = 1, 15
+STAND_IN_NAME = "d2k-stand-in"  # its process name, by which the supervisor knows it (see reaper)
+# Symlinks every /dev has, for programs that name the standard streams by path.
+_DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+              "stderr": "/proc/self/fd/2"}
+SHM_BYTES = 2**30  # the private /dev/shm's size (POSIX shared memory, multiprocessing's queues)
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = (lambda x: None if x is None else x.encode())
+    if _libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount of {source or fstype} on {target} failed: {os.strerror(err)}")
+
+
+def _unshare(pid: bool) -> str:
+    """Unshare mount, IPC and (``pid``) PID namespaces (in a new user namespace that maps this user
+    to itself where the process is not root); the empty string where done, else why not."""
+    flags = _CLONE_NEWNS | _CLONE_NEWIPC | (_CLONE_NEWPID if pid else 0)
+    root = os.geteuid() == 0
+    uid, gid = os.geteuid(), os.getegid()
+    if _libc.unshare(flags | (0 if root else _CLONE_NEWUSER)) != 0:
+        err = ctypes.get_errno()
+        return f"unshare refused ({os.strerror(err)}): " + \
+            ("no capability to make namespaces" if root else "no unprivileged user namespaces here")
+    if not root:  # this user, mapped to itself: its own files stay its own
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+    return ""
+
+
+def _stand_in(worker: int) -> None:
+    """The process left outside the worker's PID namespace (the worker is the first process inside,
+    forked from here): it holds nothing, waits for the worker and ends as the worker ended, so that
+    the supervisor reports the worker's own exit status or signal. Never returns."""
+    code = 127
+    try:
+        _libc.prctl(_PR_SET_NAME, STAND_IN_NAME.encode(), 0, 0, 0)
+        os.closerange(0, os.sysconf("SC_OPEN_MAX"))  # the pipes' ends close with the worker alone
+        _, status = os.waitpid(worker, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code < 0:  # killed: by the same signal, so that a memory kill still reads as SIGKILL
+            sig, code = -code, 128 - code
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+            os.kill(os.getpid(), sig)
+    finally:
+        os._exit(code)
+
+
+def _bind_path(view: str, path: str) -> str:
+    """``path`` inside the view, made where it lies on the view's own tmpfs (a directory, or an
+    empty file for a file); where a bind above it already shows it, nothing is made."""
+    inside = view + path
+    if not os.path.lexists(inside):
+        if os.path.isdir(path):
+            os.makedirs(inside, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(inside), exist_ok=True)
+            os.close(os.open(inside, os.O_CREAT | os.O_WRONLY, 0o444))
+    return inside
+
+
+def _cover_directory(path: str) -> None:
+    """Cover a hidden directory with a read-only tmpfs holding an empty stand-in of each entry,
+    mode 000: it lists and stats as before (the package's task discovery checks that each task's
+    reference is a file), but nothing in it opens (root without capabilities, or a dropped user,
+    is refused as any other user is) and nothing of the real files is beneath."""
+    entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in os.scandir(path)]
+    _mount("d2k-hidden", path, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=0555,size=64k")
+    for name, is_dir in entries:
+        if is_dir:
+            os.mkdir(os.path.join(path, name), 0)
+        else:
+            os.close(os.open(os.path.join(path, name), os.O_CREAT | os.O_WRONLY, 0))
+    _mount(None, path, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+
+
+def _build_view(view: str, read: list[str], write: list[str], devices: list[str], hidden: list[str],
+                own_pids: bool) -> str:
+    """Mount the worker's filesystem on ``view`` (an empty directory), then make it the root.
+
+    A tmpfs holding bind mounts of the read and write roots (by their real paths, with a symlink
+    where a root's own path differs, such as /lib to usr/lib); a ``/dev`` of the device files, a
+    private ``/dev/shm`` and a ``/proc`` of this PID namespace (called in its first process); an
+    empty stand-in that nobody may open over every hidden path the view shows (an empty file,
+    or a directory of empty files of the same names, mode 000). Nothing else of the host is in
+    reach: no /tmp, /run or home directory, hence none of their Unix sockets. Returns the state."""
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing done here reaches the host's mounts
+    _mount("d2k-view", view, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=16m")
+    # Binds only show; what may be written is Landlock's to say (and file permissions').
+    bound: list[str] = []
+    for path in sorted({p for p in [*read, *write] if p not in ("/dev", "/proc")}, key=lambda p: len(os.path.realpath(p))):
+        real = os.path.realpath(path)
+        if not os.path.exists(real):
+            continue
+        if real != path and not os.path.lexists(view + path):  # /lib -> usr/lib, a venv's bin/python ...
+            os.makedirs(os.path.dirname(view + path), exist_ok=True)
+            os.symlink(real, view + path)
+        if any(_within(real, b) for b in bound):
+            continue  # shown already
+        _mount(real, _bind_path(view, real), None, _MS_BIND | _MS_REC)
+        bound.append(real)
+    dev = view + "/dev"
+    os.makedirs(dev, exist_ok=True)
+    _mount("d2k-dev", dev, "tmpfs", _MS_NOSUID | _MS_NOEXEC, "mode=0755,size=64k")
+    for device in devices:
+        if os.path.exists(device):
+            _mount(device, _bind_path(view, device), None, _MS_BIND)
+    for name, target in _DEV_LINKS.items():
+        os.symlink(target, os.path.join(dev, name))
+    os.mkdir(dev + "/shm")
+    _mount("d2k-shm", dev + "/shm", "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, f"mode=1777,size={SHM_BYTES}")
+    os.makedirs(view + "/proc", exist_ok=True)
+    if own_pids:
+        _mount("proc", view + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    else:  # the host's processes, each shown only to who may trace it (Landlock: none outside the domain)
+        _mount("proc", view + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "hidepid=invisible")
+    covered, blank = 0, view + "/.d2k-hidden"
+    os.close(os.open(blank, os.O_CREAT | os.O_WRONLY, 0))
+    for path in hidden:
+        inside = view + path
+        if not any(_within(path, b) for b in bound) or not os.path.lexists(inside) or os.path.islink(inside):
+            continue
+        if os.path.isdir(inside):
+            _cover_directory(inside)
+        else:
+            _mount(blank, inside, None, _MS_BIND)
+        covered += 1
+    old = view + "/.old-root"
+    os.mkdir(old)
+    if _libc.syscall(_SYS_PIVOT_ROOT, view.encode(), old.encode()) != 0:
+        raise OSError(ctypes.get_errno(), "pivot_root failed")
+    os.chdir("/")
+    _mount(None, "/.old-root", None, _MS_REC | _MS_PRIVATE)
+    if _libc.umount2(b"/.old-root", _MNT_DETACH) != 0:
+        raise OSError(ctypes.get_errno(), "the host's root could not be detached")
+    os.rmdir("/.old-root")
+    _mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    return ("mount, PID and IPC" if own_pids else "mount and IPC (no PID namespace under a launcher: its /proc "
+            "shows only the processes it may trace)") + \
+        f": a view of {len(bound)} bound roots, {covered} hidden paths under empty mounts, " \
+        "no host sockets, its own /proc, /dev/shm and IPC objects"
+
+
+def _isolate(conf: "Confinement", own_pids: bool) -> str | None:
+    """The namespaces layer, in the process about to become the worker: unshare, fork the worker as
+    the first process of its PID namespace (this process stays behind as its stand-in, see
+    :func:`_stand_in`, and never returns), and in the worker build its view. Returns the layer's
+    state, or None where the machine refuses namespaces (the caller steps around the hidden paths).
+
+    Without ``own_pids`` (under a launcher, which would be the namespace's first process, one to
+    which no signal of its own namespace is delivered: a program that expects to signal itself
+    would hang) there is no PID namespace and no fork."""
+    why = _unshare(own_pids)
+    if why:
+        _isolate.refused = why
+        return None
+    cwd = os.getcwd()
+    if own_pids:
+        pid = os.fork()
+        if pid != 0:
+            _stand_in(pid)
+        # The worker: dies with its stand-in, and everything in its namespace with it. (Its parent
+        # lies outside the namespace, so getppid() says 0: were the stand-in gone already, the worker
+        # would be an orphan of the supervisor, a subreaper that takes down all below it.)
+        if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            os._exit(125)
+    state = _build_view(conf.view, conf.read, conf.write, conf.devices, conf.hidden, own_pids)
+    os.chdir(cwd)
+    return state
+
+
+_isolate.refused = ""
+
+
 # -- the whole ----------------------------------------------------------------------------------------
 
-class Confinement:
-    """What to confine a worker to. Plain data (it travels as JSON to the supervisor).
+def to_memfd(text: str) -> int:
+    """A memory file holding ``text`` (how a confinement travels: any size); close-on-exec."""
+    fd = os.memfd_create("d2k-confinement")
+    data = text.encode()
+    while data:
+        data = data[os.write(fd, data):]
+    return fd
 
-    ``read`` and ``write`` are directory or file paths; ``devices`` files opened read-write
-    (``/dev/null``, the GPU's); ``uid`` the user id to drop to when running as root (None: stay);
+
+def read_fd(fd: int) -> str:
+    """All of a memory file's text (read from its start), the descriptor closed."""
+    chunks, offset = [], 0
+    try:
+        while chunk := os.pread(fd, 1 << 20, offset):
+            chunks.append(chunk)
+            offset += len(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode()
+
+
+class Confinement:
+    """What to confine a worker to. Plain data (it travels as JSON to the supervisor, in a memory file).
+
+    ``read`` and ``write`` are directory or file paths; ``hidden`` paths beneath them that the worker
+    must not read (the expert references, host secrets); ``devices`` files opened read-write
+    (``/dev/null``, the GPU's); ``view`` an empty directory on which to build the worker's own
+    filesystem (None: no namespaces, the hidden paths stepped around by Landlock); ``uid`` the user
+    id to drop to when running as root (None: stay);
     ``memory_bytes`` the address-space limit (None: none, as CUDA reserves terabytes of it);
     ``cgroup_bytes`` the memory cgroup's limit (resident memory, where a cgroup can be made);
     ``processes`` whether the worker may start programs; ``tcp_ports`` the only TCP ports it may bind
@@ -279,29 +533,39 @@ class Confinement:
     def __init__(self, read: list[str], write: list[str], devices: list[str], uid: int | None,
                  memory_bytes: int | None, cgroup_bytes: int, processes: bool, max_processes: int = 512,
                  file_size: int = 4 * 2**30, cpu_seconds: int = 3600, tcp_ports: list[int] | None = None,
-                 listed: list[str] | None = None):
-        self.read, self.write, self.devices, self.listed = read, write, devices, listed or []
+                 hidden: list[str] | None = None, view: str | None = None):
+        self.read, self.write, self.devices, self.hidden = read, write, devices, hidden or []
         self.uid, self.memory_bytes, self.cgroup_bytes, self.processes = uid, memory_bytes, cgroup_bytes, processes
         self.max_processes, self.file_size, self.cpu_seconds = max_processes, file_size, cpu_seconds
-        self.tcp_ports = tcp_ports or []
+        self.tcp_ports, self.view = tcp_ports or [], view
+        self.isolated = False  # set by apply: whether the namespaces were made
 
     def to_json(self) -> str:
-        return json.dumps(vars(self))
+        return json.dumps({k: v for k, v in vars(self).items() if k != "isolated"})
 
     @classmethod
     def from_json(cls, text: str) -> "Confinement":
         return cls(**json.loads(text))
 
-    def landlock_json(self) -> str:
-        """The Landlock part alone, for :func:`main` to apply in the process it then execs."""
-        return json.dumps({"read": self.read, "write": self.write, "devices": self.devices,
-                           "tcp_ports": self.tcp_ports, "listed": self.listed})
+    def landlock_memfd(self) -> int:
+        """The Landlock part alone in a memory file (inheritable), for :func:`main` to apply in the
+        process it then execs; after :meth:`apply`, whose namespaces (where made) cover the hidden
+        paths already."""
+        fd = to_memfd(json.dumps({"read": self.read, "write": self.write, "devices": self.devices,
+                                  "tcp_ports": self.tcp_ports, "hidden": [] if self.isolated else self.hidden}))
+        os.set_inheritable(fd, True)
+        return fd
 
     def apply(self, landlock: bool = True) -> dict[str, str]:
         """Confine the calling process (a forked child about to exec the worker) with every layer but
         seccomp; returns each layer's state. Raises OSError when a layer the machine offers fails to apply: a worker is
         never started with less than was detected. ``landlock=False`` leaves Landlock to the worker's
-        own process (:func:`main`), as under a launcher that starts the worker as its child."""
+        own process (:func:`main`), as under a launcher that starts the worker as its child.
+
+        With namespaces (``view`` set, and the machine allowing them) the calling process forks:
+        the child, the first process of the new PID namespace, returns from here as the worker; the
+        caller stays behind as its stand-in and never returns. (Not under a launcher: see
+        :func:`_isolate`.)"""
         layers: dict[str, str] = {}
         limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, self.file_size),
                   (resource.RLIMIT_CPU, self.cpu_seconds)]
@@ -317,15 +581,25 @@ class Confinement:
         layers["rlimits"] = (f"address space {self.memory_bytes / 2**30:.0f} GiB" if self.memory_bytes else
                              "no address-space limit") + \
             (f", {self.max_processes} tasks" if own_uid else ", no task limit (the user's count is shared)")
+        was_root = os.geteuid() == 0
+        isolated = _isolate(self, own_pids=landlock) if self.view else None
+        self.isolated = isolated is not None
+        hidden = [] if isolated else self.hidden
+        layers["namespaces"] = isolated or (
+            "absent: " + (_isolate.refused if self.view else "not asked for") + "; other processes, host "
+            "sockets and IPC objects are in reach" + (", the hidden paths are stepped around by Landlock"
+                                                     if self.hidden else ""))
         abi = landlock_abi()
         if not abi:
             layers["landlock"] = "absent: this kernel has no Landlock; reads and writes are limited by file permissions only"
         elif landlock:
-            layers["landlock"] = _landlock(self.read, self.write, self.devices, abi, self.tcp_ports, self.listed)
+            layers["landlock"] = _landlock(self.read, self.write, self.devices, abi, self.tcp_ports, hidden)
         else:
-            layers["landlock"] = _describe_landlock(abi, self.tcp_ports) + \
+            layers["landlock"] = _describe_landlock(abi, self.tcp_ports, hidden) + \
                 ", applied by the worker's own process before it execs Python"
-        if os.geteuid() != 0:
+        if not was_root:
+            if isolated:  # every capability of its own user namespace goes
+                _drop_capabilities()
             layers["uid"] = f"{os.geteuid()} (not root: nothing to drop)"
         elif self.uid is not None:
             os.setgroups([])
@@ -439,17 +713,18 @@ def _write(path: str, text: str) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """``python -I -S confine.py LANDLOCK_JSON PROGRAM [ARG ...]``: Landlock this process, then exec
+    """``python -I -S confine.py SPEC_FD PROGRAM [ARG ...]``: Landlock this process (the rules read
+    from SPEC_FD, a memory file of :meth:`Confinement.landlock_json`, closed here), then exec
     PROGRAM in it (same process id, same domain, no thread started before the rules).
 
     For a worker started by a launcher (the GPU memory checker runs its target as its own child): a
     domain applied in the launcher would name the launcher's /proc/<pid>/task, not the worker's,
     and the CUDA driver in the worker could not name its threads; the worker's own process
     confines itself here, before any of its code, let alone the solution's, runs."""
-    spec = json.loads(argv[1])
+    spec = json.loads(read_fd(int(argv[1])))
     abi = landlock_abi()
     if abi:
-        _landlock(spec["read"], spec["write"], spec["devices"], abi, spec["tcp_ports"], spec["listed"])
+        _landlock(spec["read"], spec["write"], spec["devices"], abi, spec["tcp_ports"], spec["hidden"])
     os.execv(argv[2], argv[2:])
 
 

@@ -6,8 +6,9 @@ the CPU interpreter (two workers per evaluation). The fork server pays it once p
 by :func:`shared` (``python -m d2k_env.evaluator.forkserver FD``) when a
 :class:`~d2k_env.evaluator.pool.WorkerPool` first asks, it imports and prepares what every worker of
 its backend needs (:func:`worker.prepare`: nothing of a device, a task or a solution), then waits on
-a socket. For each worker the env sends the worker's confinement, environment and directory, with
-four descriptors (the supervisor's stdin and stdout, the channel and the status pipe); the server
+a socket. For each worker the env sends the worker's environment and directory, with five
+descriptors (the supervisor's stdin and stdout, the channel, the status pipe and a memory file
+holding the confinement, whose size nothing bounds); the server
 forks, and the child becomes that worker's supervisor exactly as :mod:`~d2k_env.evaluator.reaper`
 describes (limits, network namespace, subreaper, cgroup, stop signals, the nonce), except that the
 worker it forks confines itself and then runs :func:`worker.serve` in place of exec: a copy of a
@@ -41,9 +42,9 @@ from pathlib import Path
 
 from d2k_env import tempdirs
 
-MESSAGE_LIMIT = 1 << 20  # a request's bytes: the confinement's rules and the environment
+MESSAGE_LIMIT = 1 << 20  # a request's bytes: the environment (the confinement comes in a memory file)
 START_TIMEOUT_S = 300.0  # the server's first answer waits for its imports (seconds on a loaded machine)
-_DESCRIPTORS = 4  # stdin, stdout, channel, status: in this order
+_DESCRIPTORS = 5  # stdin, stdout, channel, status, confinement: in this order
 
 
 class ForkServerDied(RuntimeError):
@@ -107,13 +108,14 @@ class ForkServer:
     def alive(self) -> bool:
         return not self._dead and self._proc.poll() is None
 
-    def spawn(self, confinement: str, env: dict[str, str], cwd: str, loopback: bool,
+    def spawn(self, confinement_fd: int, env: dict[str, str], cwd: str, loopback: bool,
               channel_fd: int, status_fd: int) -> ForkedSupervisor:
-        """Fork a supervisor for one worker: ``confinement`` (its JSON), ``env`` and ``cwd`` (its
+        """Fork a supervisor for one worker: ``confinement_fd`` (a memory file of its JSON, see
+        ``confine.to_memfd``; the caller closes its copy), ``env`` and ``cwd`` (its
         scratch directory) as a supervisor started by exec would get them, ``loopback`` whether its
         network namespace keeps loopback up, ``channel_fd`` and ``status_fd`` the write ends of its
         channel and status pipes (the caller closes its copies). Raises :class:`ForkServerDied`."""
-        request = json.dumps({"confinement": confinement, "env": env, "cwd": cwd, "loopback": loopback}).encode()
+        request = json.dumps({"env": env, "cwd": cwd, "loopback": loopback}).encode()
         if len(request) > MESSAGE_LIMIT:
             raise ValueError(f"a fork request of {len(request)} bytes is over {MESSAGE_LIMIT}")
         stdin_read, stdin_write = os.pipe()
@@ -123,7 +125,8 @@ class ForkServer:
                 if self._dead:
                     raise ForkServerDied(self._why())
                 try:
-                    socket.send_fds(self._sock, [request], [stdin_read, stdout_write, channel_fd, status_fd])
+                    socket.send_fds(self._sock, [request], [stdin_read, stdout_write, channel_fd, status_fd,
+                                                            confinement_fd])
                 except OSError as exc:
                     self._dead = True
                     raise ForkServerDied(self._why()) from exc
@@ -289,7 +292,7 @@ def _become_supervisor(server: int, request: dict, fds: list[int]) -> int:
     from d2k_env.evaluator import reaper
     from d2k_env.evaluator.sandbox import prepare_supervisor
 
-    stdin, output, channel, status = fds
+    stdin, output, channel, status, confinement = fds
     os.setsid()  # its own process group, as the env's killpg expects
     prepare_supervisor(request["loopback"])
     if os.getppid() != server:  # the server died before PR_SET_PDEATHSIG was set
@@ -304,7 +307,8 @@ def _become_supervisor(server: int, request: dict, fds: list[int]) -> int:
     tempfile.tempdir = None  # computed again from the worker's TMPDIR
     os.chdir(request["cwd"])
     sys.path[0] = request["cwd"]  # where ``-m`` would have put it
-    return reaper.supervise(channel, status, server, request["confinement"], [], serve=_serve_forked)
+    return reaper.supervise(channel, status, server, reaper.load_confine().read_fd(confinement), [],
+                            serve=_serve_forked)
 
 
 def main(sock_fd: int) -> None:

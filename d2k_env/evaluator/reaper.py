@@ -1,7 +1,8 @@
 """The supervisor between the env and an evaluation worker: no process the evaluation starts outlives it.
 
 Run by :mod:`d2k_env.evaluator.sandbox` as ``python -I -S reaper.py CHANNEL_FD STATUS_FD PARENT_PID
-CONFINEMENT [LAUNCHER]`` (LAUNCHER: a JSON argv prefix, e.g. the GPU memory checker; a script, not ``-m``: the package, and torch with it, is never imported here). It never runs agent
+CONFINEMENT_FD [LAUNCHER]`` (CONFINEMENT_FD: a memory file holding the confinement's JSON, of any
+size; LAUNCHER: a JSON argv prefix, e.g. the GPU memory checker; a script, not ``-m``: the package, and torch with it, is never imported here). It never runs agent
 code. It makes itself the *child subreaper* of everything below it (Linux ``PR_SET_CHILD_SUBREAPER``),
 so an orphan under it (a fork that called ``setsid()`` or ``setpgid()``, a double fork) is
 re-parented to it rather than to init: nothing below can leave its process tree. Then it starts the
@@ -19,6 +20,12 @@ worker's exit status, how many other processes it reaped, whether it finished in
 stopped by SIGHUP (the env's thread or process died), or ended by an EOF without a request (the env
 closed the spare, or died), it removes the worker's directory last, which nobody else may do
 after a death. (Its parent, a fork server, may outlive the env by a moment: the EOF says it first.)
+
+With namespaces (confine's ``namespaces`` layer) its child is the worker's stand-in, outside the
+worker's PID namespace, which ends as the worker ended: when the worker closes its channel the
+supervisor gives it ``STAND_IN_GRACE_S`` to do so before the take-down, so that the report carries
+the worker's own exit status. Everything inside the namespace dies with the worker (the kernel's
+doing, as for any PID namespace whose first process ends).
 
 What it cannot stop: a process of the same user may SIGKILL it before it cleans up (its orphans
 then go to init); the env then kills the worker's process group, and what it can still find under
@@ -47,6 +54,7 @@ CLEANUP_S = 10.0  # how long the supervisor keeps killing (a process in uninterr
 # How long a launcher (the GPU memory checker, which starts the worker and reports on it once the
 # worker has exited) gets to finish by itself after a stop request, before it is killed.
 LAUNCHER_GRACE_S = 20.0
+STAND_IN_GRACE_S = 2.0  # how long a worker's stand-in, its worker ended, gets to exit by itself
 WORKER_MODULE = "d2k_env.evaluator.worker"
 
 # Resolved at import, so that a forked child (the sandbox's preexec_fn in a threaded env) never dlsyms.
@@ -160,12 +168,17 @@ def kill_descendants(root: int) -> int:
 _CONFINE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "confine.py")
 
 
-def _load_confine():
-    """confine.py, loaded by path: the supervisor never imports the package."""
-    spec = importlib.util.spec_from_file_location("d2k_confine", _CONFINE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_confine = None
+
+
+def load_confine():
+    """confine.py, loaded by path (once): the supervisor never imports the package."""
+    global _confine
+    if _confine is None:
+        spec = importlib.util.spec_from_file_location("d2k_confine", _CONFINE)
+        _confine = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_confine)
+    return _confine
 
 
 def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, cgroup, launcher: list[str],
@@ -178,8 +191,6 @@ def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, c
     descriptor but stdin, stdout, stderr and the channel, and calls ``serve(channel_fd, processes)``
     under the same layers. Nothing of the solution has run yet."""
     argv = [sys.executable, "-m", WORKER_MODULE, str(channel_fd), "processes" if confinement.processes else "no-processes"]
-    if launcher:  # Landlock is applied by the worker's own process (see confine.main), the rest here
-        argv = [*launcher, sys.executable, "-I", "-S", _CONFINE, confinement.landlock_json(), *argv]
     me = os.getpid()
     pid = os.fork()
     if pid == 0:  # the worker-to-be: nothing here may return
@@ -193,7 +204,10 @@ def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, c
             if cgroup is not None:
                 with open(cgroup.procs, "w") as f:
                     f.write("0")
-            layers = confinement.apply(landlock=not launcher)
+            layers = confinement.apply(landlock=not launcher)  # with namespaces, from here on in a fork of its own
+            if launcher:  # Landlock is applied by the worker's own process (see confine.main), the rest here
+                spec = confinement.landlock_memfd()
+                argv = [*launcher, sys.executable, "-I", "-S", _CONFINE, str(spec), *argv]
             os.write(layers_fd, json.dumps(layers).encode())
             signal.pthread_sigmask(signal.SIG_SETMASK, ())
             if serve is not None:
@@ -213,12 +227,12 @@ def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, c
     return pid
 
 
-def _relay(worker_channel: int, channel_fd: int, nonce: str) -> None:
+def _relay(worker_channel: int, channel_fd: int, nonce: str, ended: threading.Event) -> None:
     """Forward the worker's channel to the env, each JSON object stamped with the nonce.
 
     The nonce lives here, in a process the worker can neither read nor signal: the env takes
     only what came through the supervisor. A line that is no JSON object goes on unstamped, and
-    the env calls it forged. Closes the env's channel when the worker's closes.
+    the env calls it forged. Closes the env's channel when the worker's closes, and sets ``ended``.
     """
     buffer = b""
     with os.fdopen(worker_channel, "rb", buffering=0) as src, os.fdopen(channel_fd, "wb", buffering=0) as dst:
@@ -237,6 +251,8 @@ def _relay(worker_channel: int, channel_fd: int, nonce: str) -> None:
                 dst.write(buffer)
         except OSError:
             pass  # the env is gone
+        finally:
+            ended.set()  # before the env's end closes: its stop request may come at once
 
 
 def _feed(fd: int, data: bytes) -> None:
@@ -249,7 +265,7 @@ def _feed(fd: int, data: bytes) -> None:
 
 
 def _dispatch(worker_stdin: int, worker_channel: int, channel_fd: int, dispatched: threading.Event,
-              unused: threading.Event) -> None:
+              unused: threading.Event, channel_ended: threading.Event) -> None:
     """Wait for the env's request on stdin (until EOF), keep its nonce, hand the rest to the worker,
     then relay the worker's channel (a thread: the main one waits for signals). An EOF without a
     request (a spare closed unused, or its env dead) sets ``unused`` and gives the worker an empty
@@ -265,7 +281,7 @@ def _dispatch(worker_stdin: int, worker_channel: int, channel_fd: int, dispatche
     nonce = request.pop("nonce", "")  # kept here: the worker never sees it
     dispatched.set()
     _feed(worker_stdin, json.dumps(request).encode())
-    _relay(worker_channel, channel_fd, nonce)
+    _relay(worker_channel, channel_fd, nonce, channel_ended)
 
 
 class Reaped:
@@ -296,6 +312,17 @@ def await_worker(reaped: Reaped, deadline_s: float) -> None:
         signal.sigtimedwait({signal.SIGCHLD}, 0.05)
 
 
+def _is_stand_in(pid: int, name: str) -> bool:
+    """Whether ``pid`` is a worker's stand-in (see confine's namespaces layer): once its worker
+    ended it exits by itself, with the worker's status, in a moment; killed before, it would
+    report SIGKILL instead of what the worker did."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip() == name
+    except OSError:
+        return False
+
+
 def take_down(reaped: Reaped, deadline_s: float = CLEANUP_S) -> bool:
     """Kill and reap every descendant; True when none is left (before the deadline)."""
     end = time.monotonic() + deadline_s
@@ -310,7 +337,7 @@ def take_down(reaped: Reaped, deadline_s: float = CLEANUP_S) -> bool:
 
 def main(argv: list[str]) -> int:
     launcher = json.loads(argv[5]) if len(argv) > 5 else []
-    return supervise(int(argv[1]), int(argv[2]), int(argv[3]), argv[4], launcher)
+    return supervise(int(argv[1]), int(argv[2]), int(argv[3]), load_confine().read_fd(int(argv[4])), launcher)
 
 
 def supervise(channel_fd: int, status_fd: int, parent: int, confinement_json: str, launcher: list[str],
@@ -322,9 +349,9 @@ def supervise(channel_fd: int, status_fd: int, parent: int, confinement_json: st
     os.set_inheritable(status_fd, False)
     os.set_inheritable(channel_fd, False)
     report: dict = {"worker": None, "others": 0, "clean": False, "subreaper": False, "oom_kills": 0}
-    confine = _load_confine()
+    confine = load_confine()
     confinement = confine.Confinement.from_json(confinement_json)
-    worker, cgroup, dispatched, unused = None, None, threading.Event(), threading.Event()
+    worker, cgroup, dispatched, unused, channel_ended = None, None, threading.Event(), threading.Event(), threading.Event()
     if os.getppid() == parent:  # else the env died before PR_SET_PDEATHSIG was set: start nothing
         report["subreaper"] = prctl(PR_SET_CHILD_SUBREAPER, 1)
         prctl(PR_SET_DUMPABLE, 0)  # no ptrace, no /proc/<pid>/fd or mem for processes below
@@ -346,8 +373,8 @@ def supervise(channel_fd: int, status_fd: int, parent: int, confinement_json: st
             f"memory {confinement.cgroup_bytes / 2**30:.0f} GiB"
             + (f", {cgroup.max_tasks} tasks" if cgroup.max_tasks else "") + f" ({'v2' if cgroup.v2 else 'v1'})"
         ) if cgroup else confine.MemoryCgroup.absent
-        threading.Thread(target=_dispatch, args=(stdin_write, worker_channel, channel_fd, dispatched, unused),
-                         daemon=True).start()
+        threading.Thread(target=_dispatch, args=(stdin_write, worker_channel, channel_fd, dispatched, unused,
+                                                 channel_ended), daemon=True).start()
     else:
         os.close(channel_fd)
     reaped = Reaped(worker)
@@ -359,6 +386,8 @@ def supervise(channel_fd: int, status_fd: int, parent: int, confinement_json: st
                 break  # the worker died before its request came: this spare is gone
         if launcher:
             await_worker(reaped, LAUNCHER_GRACE_S)
+        elif channel_ended.is_set() and _is_stand_in(worker, confine.STAND_IN_NAME):
+            await_worker(reaped, STAND_IN_GRACE_S)  # the worker closed its channel: it is ending
     report["clean"] = take_down(reaped)
     report["worker"], report["others"] = reaped.status, reaped.others
     if cgroup is not None:

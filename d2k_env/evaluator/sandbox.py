@@ -2,8 +2,9 @@
 
 The child gets its own session, a private scratch directory as working directory, HOME and TMPDIR,
 the episode's Triton cache, a scrubbed environment, resource limits (file size, CPU time,
-processes), no network where the OS allows a private network namespace, and a ``sys.path`` without
-the agent's workspace. Progress and the result come back as JSON lines on a dedicated pipe; each
+processes), no network where the OS allows a private network namespace, its own mount, PID and
+IPC namespaces where the OS allows them (see :mod:`d2k_env.evaluator.confine`), and a ``sys.path``
+without the agent's workspace. Its confinement travels in a memory file, whatever its size. Progress and the result come back as JSON lines on a dedicated pipe; each
 phase (load, check, time, ...) has its own time limit, counted from the moment the request is
 handed over. stdout and stderr are kept only as clipped text to show the agent. A worker may be
 started before its request exists (:class:`Worker`, a spare that warms up meanwhile); it still
@@ -38,6 +39,7 @@ import select
 import signal
 import site
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -48,7 +50,7 @@ from pathlib import Path
 
 from d2k_env import tempdirs
 from d2k_env.evaluator import reaper
-from d2k_env.evaluator.confine import Confinement, landlock_abi, reachable_by_others
+from d2k_env.evaluator.confine import Confinement, landlock_abi, reachable_by_others, to_memfd
 from d2k_env.evaluator.forkserver import ForkedSupervisor, ForkServer
 from d2k_env.evaluator.memcheck import LOG_NAME, MemcheckTool, read_log
 from d2k_env.evaluator.protocol import EvalRequest
@@ -67,6 +69,8 @@ DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/uran
 # Variables the child inherits; everything else (keys, tokens, the parent's PYTHON* settings) is dropped.
 ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
                  "NVIDIA_VISIBLE_DEVICES", "CC", "CXX", "PYTHONPATH")
+
+NAMESPACES_VAR = "D2K_SANDBOX_NAMESPACES"  # "0": no namespaces for workers (Landlock steps around instead)
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 _REAPER = str(Path(reaper.__file__).resolve())
@@ -197,53 +201,53 @@ def import_root() -> str:
 
 def _python_roots() -> list[str]:
     """Where the workers' Python finds its modules: prefixes, site-packages and the PYTHONPATH
-    entries (packages installed beside the machine's) that neither hold nor lie in the project."""
+    entries (a ``pip install --target`` directory, packages installed beside the machine's). An
+    entry holding a source checkout of the package is left out (its package directory is a read
+    root of its own, see :func:`confinement_for`): a checkout holds more than modules."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     roots.update(p for p in site.getsitepackages() if os.path.isdir(p))
     # A virtual environment's interpreter reads pyvenv.cfg, beside its executable or one level up, as it
     # starts; in a process started without the site module (python -S) sys.prefix does not name it.
     here = os.path.dirname(os.path.abspath(sys.executable))
     roots.update(d for d in (here, os.path.dirname(here)) if os.path.isfile(os.path.join(d, "pyvenv.cfg")))
-    project = os.path.realpath(_PACKAGE_PARENT)
+    checkout = os.path.realpath(_PACKAGE_PARENT) if _is_checkout(_PACKAGE_PARENT) else None
     for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
         real = os.path.realpath(entry) if entry else ""
-        # Not the project, nothing inside it, nothing above it: each would open the references.
-        if os.path.isdir(real) and os.path.commonpath([real, project]) not in (real, project):
+        if os.path.isdir(real) and (checkout is None or os.path.commonpath([real, checkout]) not in (real, checkout)):
             roots.add(real)
     return sorted(roots)
 
 
-def _within(path: str, root: str) -> bool:
-    return os.path.commonpath([path, root]) == root
-
-
-def _hiding(roots: list[str], hidden: list[str]) -> tuple[list[str], list[str]]:
-    """Read roots that reach none of ``hidden``, and the directories above hidden paths that may
-    only be listed: a root holding a hidden path becomes a list-only rule on it plus read rules on
-    its other entries, down to the hidden path (which gets no rule at all)."""
-    read, listed = [], []
-    for root in roots:
-        real = os.path.realpath(root)
-        inside = [h for h in hidden if _within(h, real)]
-        if not inside:
-            read.append(root)
-        elif real not in inside:
-            listed.append(real)
-            try:
-                entries = [entry.path for entry in os.scandir(real)]
-            except OSError:
-                continue
-            more_read, more_listed = _hiding(entries, inside)
-            read += more_read
-            listed += more_listed
-    return read, listed
+def _is_checkout(parent: str) -> bool:
+    """Whether the package's parent directory is a source tree (an editable install, a checkout on
+    PYTHONPATH) rather than an install location (site-packages, a ``--target`` directory)."""
+    return os.path.isfile(os.path.join(parent, "pyproject.toml"))
 
 
 def _hidden_from_workers() -> list[str]:
     """What no worker may read: the expert references of every task directory (inside the package
-    when installed from a wheel, so the package's read root must step around them)."""
+    when installed from a wheel, hence inside a read root) and the host's secrets."""
     from d2k_env.task import task_dirs
-    return [os.path.realpath(d / "references") for d in task_dirs() if (d / "references").is_dir()]
+    return [os.path.realpath(d / "references") for d in task_dirs() if (d / "references").is_dir()] + host_secrets()
+
+
+@functools.lru_cache(maxsize=1)
+def host_secrets() -> list[str]:
+    """The files and directories under ``/etc`` that other users may not read (``/etc/shadow``,
+    private keys): a worker that stays root without capabilities (where Python lies under
+    ``/root``) would read them as their owner. Found once per process."""
+    found = []
+    for top, dirs, files in os.walk("/etc"):
+        for name in [*dirs, *files]:
+            path = os.path.join(top, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISLNK(st.st_mode) and not st.st_mode & 0o004:
+                found.append(path)
+        dirs[:] = [d for d in dirs if os.path.join(top, d) not in found]  # a hidden directory hides all below
+    return found
 
 
 def absent_layers() -> list[str]:
@@ -259,12 +263,16 @@ def absent_layers() -> list[str]:
 
 
 def confinement_for(scratch: str, triton_cache: Path, task_root: str, outputs_dir: str, role: str,
-                    interpret: bool, memcheck: MemcheckTool | None = None, port: int = 0) -> Confinement:
-    """What a worker may reach: read the system, Python, the package and its task snapshot; write its
+                    interpret: bool, memcheck: MemcheckTool | None = None, port: int = 0,
+                    view: str | None = None) -> Confinement:
+    """What a worker may reach: read the system, Python, the package and its task snapshot, but
+    no reference and no host secret (:func:`_hidden_from_workers`); write its
     scratch, the Triton cache and (the solution role only) the outputs directory; on the
     interpreter, no address space beyond its limit and no helper programs. Under the GPU memory
     checker: read its install tree too, and use its TCP ports (in the private network namespace,
-    where one can be made, they reach nothing but the evaluation's own loopback)."""
+    where one can be made, they reach nothing but the evaluation's own loopback). With ``view``
+    (an empty directory) the worker gets namespaces where the machine allows them, unless
+    ``D2K_SANDBOX_NAMESPACES=0`` says not to (see confine's ``namespaces`` layer)."""
     package = os.path.join(_PACKAGE_PARENT, "d2k_env")
     triton_cache.mkdir(parents=True, exist_ok=True)  # a rule needs a path that exists
     writable = [scratch, str(triton_cache)] + ([outputs_dir] if role == "solution" else [])
@@ -273,11 +281,10 @@ def confinement_for(scratch: str, triton_cache: Path, task_root: str, outputs_di
         for path in writable:
             os.chown(path, SANDBOX_UID, SANDBOX_UID)
     cuda_home = [p for p in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")) if p]
-    read, listed = _hiding([*SYSTEM_READ_ROOTS, *_python_roots(), *cuda_home, package, import_root(), task_root,
-                            *([outputs_dir] if role == "check" else []),
-                            *([memcheck.directory] if memcheck else [])], _hidden_from_workers())
     return Confinement(
-        read=read, listed=listed,
+        read=[*SYSTEM_READ_ROOTS, *_python_roots(), *cuda_home, package, import_root(), task_root,
+              *([outputs_dir] if role == "check" else []), *([memcheck.directory] if memcheck else [])],
+        hidden=_hidden_from_workers(), view=view if os.environ.get(NAMESPACES_VAR) != "0" else None,
         write=writable,
         devices=[*DEVICE_FILES, *(p for p in glob.glob("/dev/nvidia*") if not os.path.isdir(p))],
         uid=SANDBOX_UID if drop_uid else None,
@@ -369,7 +376,7 @@ class Worker:
         if server is not None and (memcheck is not None or (server.interpret, server.gpu) != (interpret, gpu)):
             raise ValueError("a fork server serves its own backend and GPU, and no memory-checked worker")
         directory = Path(tempdirs.mkdtemp("eval"))
-        for name in ("scratch", "task", "outputs", "triton-cache"):
+        for name in ("scratch", "task", "outputs", "triton-cache", "view"):
             (directory / name).mkdir()
         worker = cls(role, interpret, gpu, directory, Path(task_root or directory / "task"),
                      Path(outputs_dir or directory / "outputs"), Path(triton_cache or directory / "triton-cache"),
@@ -385,30 +392,31 @@ class Worker:
         scratch = str(self.scratch)
         port = 20000 + secrets.randbelow(40000)  # where loopback is shared, evaluations rarely collide
         confinement = confinement_for(scratch, self.triton_cache, str(self.task_dir), str(self.outputs_dir),
-                                      self.role, self.interpret, self.memcheck, port)
+                                      self.role, self.interpret, self.memcheck, port, str(self.directory / "view"))
         launcher = [json.dumps(self.memcheck.argv(self.log_path, port))] if self.memcheck else []
         token = secrets.token_hex(8)
         env = child_environment(scratch, self.triton_cache, self.interpret, self.memcheck is not None,
                                 self.role, self.gpu, token)
         read_fd, write_fd = os.pipe()
         status_read, status_write = os.pipe()
+        spec = to_memfd(confinement.to_json())  # any size: argv and the environment are bounded
         try:
             if self.server is not None:
-                self._proc = self.server.spawn(confinement.to_json(), env, scratch, False, write_fd, status_write)
+                self._proc = self.server.spawn(spec, env, scratch, False, write_fd, status_write)
             else:
                 self._proc = subprocess.Popen(
                     [sys.executable, "-I", "-S", _REAPER, str(write_fd), str(status_write), str(os.getpid()),
-                     confinement.to_json(), *launcher],
+                     str(spec), *launcher],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch, env=env,
-                    pass_fds=(write_fd, status_write), start_new_session=True,
+                    pass_fds=(write_fd, status_write, spec), start_new_session=True,
                     preexec_fn=functools.partial(prepare_supervisor, self.memcheck is not None))
         except BaseException:
             os.close(read_fd)
             os.close(status_read)
             raise
         finally:
-            os.close(write_fd)
-            os.close(status_write)
+            for fd in (write_fd, status_write, spec):
+                os.close(fd)
         self._channel_fd, self._status_fd = read_fd, status_read
         # What it prints while warming up counts too, but for the line that says it is warm.
         self._output = OutputTail(self._proc.stdout, warm_mark=f"{WARM_MARK}{token}\n".encode())
