@@ -119,6 +119,22 @@ def test_a_killed_fork_server_takes_its_supervisors_down_and_is_replaced():
         _close(ev)
 
 
+def test_a_fork_server_whose_directory_was_removed_is_replaced():
+    """A temp cleaner (or a test that removed the temporary directory the server started in) leaves
+    a running server that can fork nothing: the next evaluation starts a new one."""
+    ev = Evaluator(load_task(RMSNORM), "interpreter", limits=PhaseLimits(default=120),
+                   pool=WorkerPool(interpret=True, spares=False, fork=True))
+    try:
+        assert ev.evaluate(ev.task.reference_path).correct
+        old = _server()
+        tempdirs.remove_tree(old.directory)
+        result = ev.evaluate(ev.task.reference_path)
+        assert result.correct, (result.error, result.output)
+        assert _server() is not old and _server().alive()
+    finally:
+        _close(ev)
+
+
 def test_the_fork_server_outlives_the_thread_whose_evaluation_started_it():
     """PR_SET_PDEATHSIG fires when the starting *thread* ends: the servers' own thread starts them."""
     pool = WorkerPool(interpret=True, spares=True, fork=True)

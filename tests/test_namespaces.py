@@ -217,3 +217,31 @@ def test_an_unprivileged_user_gets_the_view_through_a_user_namespace():
         assert seen["library"] == "library\n" and seen["reference"] == "PermissionError", seen
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.skipif(not os.access("/dev/shm", os.W_OK), reason="no writable /dev/shm")
+def test_workers_whose_temporary_directory_is_on_dev_shm_evaluate():
+    """A TMPDIR on /dev/shm puts the workers' directories there: the view's own /dev and /dev/shm
+    must not cover them (they did: every worker died at its start with FileNotFoundError). In a
+    process of its own, whose fork server and temporary directories all lie there."""
+    import tempfile
+    from d2k_env.removal import remove_tree
+    temp = tempfile.mkdtemp(prefix="d2k-test-shm-", dir="/dev/shm")
+    script = textwrap.dedent(f"""
+        from d2k_env.evaluator import Evaluator, PhaseLimits
+        from d2k_env.task import load_task
+        task = load_task({TASK!r})
+        ev = Evaluator(task, "interpreter", limits=PhaseLimits(default=120))
+        try:
+            result = ev.evaluate(task.reference_path, "test", ["5x200"])
+            print("RESULT", result.error, [w.correct for w in result.workloads], result.sandbox.get("namespaces"))
+        finally:
+            ev.close()
+    """)
+    try:
+        done = subprocess.run([sys.executable, "-c", script], env={**os.environ, "TMPDIR": temp},
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        remove_tree(temp)
+    line = next((l for l in done.stdout.splitlines() if l.startswith("RESULT ")), None)
+    assert line is not None and line.startswith("RESULT None [True]"), done.stdout[-2000:] + done.stderr[-2000:]

@@ -111,7 +111,7 @@ def test_the_memory_checked_run_goes_beside_the_check_and_its_finding_counts(tmp
     result = submit(ev)
     assert ev.check_saw_memcheck and ev.memcheck_runs == 1, "the memory-checked run did not go beside the check"
     held = [w for w in result.workloads if w.heldout]
-    assert len(held) == 2 and not held[0].correct and held[0].message.startswith("[out-of-bounds]")
+    assert len(held) >= 2 and not held[0].correct and held[0].message.startswith("[out-of-bounds]")
     assert "Invalid __global__ write" in held[0].message and not result.correct
     assert all(w.correct for w in result.workloads if not w.heldout)
     assert result.sandbox["memcheck"].startswith("ran, found a problem: compute-sanitizer 2025.3.1.0 memcheck on "

@@ -395,6 +395,23 @@ def _cover_directory(path: str) -> None:
     _mount(None, path, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
 
 
+def _bind_roots(view: str, roots: list[str], bound: list[str]) -> None:
+    """Bind each of ``roots`` (shortest real path first) into the view by its real path, with a
+    symlink where its own path differs (/lib to usr/lib, a venv's bin/python), skipping those a
+    bind above already shows; appends what it binds to ``bound``."""
+    for path in roots:
+        real = os.path.realpath(path)
+        if not os.path.exists(real):
+            continue
+        if real != path and not os.path.lexists(view + path):
+            os.makedirs(os.path.dirname(view + path), exist_ok=True)
+            os.symlink(real, view + path)
+        if any(_within(real, b) for b in bound):
+            continue  # shown already
+        _mount(real, _bind_path(view, real), None, _MS_BIND | _MS_REC)
+        bound.append(real)
+
+
 def _build_view(view: str, read: list[str], write: list[str], devices: list[str], hidden: list[str],
                 own_pids: bool) -> str:
     """Mount the worker's filesystem on ``view`` (an empty directory), then make it the root.
@@ -409,17 +426,11 @@ def _build_view(view: str, read: list[str], write: list[str], devices: list[str]
     _mount("d2k-view", view, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=16m")
     # Binds only show; what may be written is Landlock's to say (and file permissions').
     bound: list[str] = []
-    for path in sorted({p for p in [*read, *write] if p not in ("/dev", "/proc")}, key=lambda p: len(os.path.realpath(p))):
-        real = os.path.realpath(path)
-        if not os.path.exists(real):
-            continue
-        if real != path and not os.path.lexists(view + path):  # /lib -> usr/lib, a venv's bin/python ...
-            os.makedirs(os.path.dirname(view + path), exist_ok=True)
-            os.symlink(real, view + path)
-        if any(_within(real, b) for b in bound):
-            continue  # shown already
-        _mount(real, _bind_path(view, real), None, _MS_BIND | _MS_REC)
-        bound.append(real)
+    roots = sorted({p for p in [*read, *write] if p not in ("/dev", "/proc")}, key=lambda p: len(os.path.realpath(p)))
+    # Roots under /dev (a TMPDIR on /dev/shm) are bound once the view's own /dev and /dev/shm exist,
+    # which would otherwise cover them.
+    under_dev = [p for p in roots if _within(os.path.realpath(p), "/dev")]
+    _bind_roots(view, [p for p in roots if p not in under_dev], bound)
     dev = view + "/dev"
     os.makedirs(dev, exist_ok=True)
     _mount("d2k-dev", dev, "tmpfs", _MS_NOSUID | _MS_NOEXEC, "mode=0755,size=64k")
@@ -430,6 +441,7 @@ def _build_view(view: str, read: list[str], write: list[str], devices: list[str]
         os.symlink(target, os.path.join(dev, name))
     os.mkdir(dev + "/shm")
     _mount("d2k-shm", dev + "/shm", "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, f"mode=1777,size={SHM_BYTES}")
+    _bind_roots(view, under_dev, bound)
     os.makedirs(view + "/proc", exist_ok=True)
     if own_pids:
         _mount("proc", view + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)

@@ -106,7 +106,9 @@ class ForkServer:
             log.close()
 
     def alive(self) -> bool:
-        return not self._dead and self._proc.poll() is None
+        """Running, and its directory still there (a temp cleaner, or a test that removed the
+        temporary directory it was started in, leaves a server that can fork nothing)."""
+        return not self._dead and self._proc.poll() is None and self.directory.is_dir()
 
     def spawn(self, confinement_fd: int, env: dict[str, str], cwd: str, loopback: bool,
               channel_fd: int, status_fd: int) -> ForkedSupervisor:
