@@ -141,3 +141,60 @@ def test_a_real_evaluation_through_the_server(server):
     assert submitted.done and submitted.reward == 1.0 and not submitted.observation.truncated
     assert submitted.observation.evaluation["mode"] == "submit"
     assert state.terminated and state.reward == 1.0
+
+
+# -- OpenEnv's conventions (issue 26, item 4) ---------------------------------------------------------
+ENV_DIR = ROOT / "environments" / "d2k_kernel_env"
+
+
+def test_the_default_task_comes_from_the_argument_then_d2k_task_then_the_registry(monkeypatch):
+    from d2k_env.task import task_ids
+
+    monkeypatch.delenv("D2K_TASK", raising=False)
+    server = Lazy("d2k_env.integrations.openenv.server")
+    assert server.default_task() == task_ids()[0]
+    monkeypatch.setenv("D2K_TASK", "merge_attn_states")
+    assert server.default_task() == "merge_attn_states" and server.default_task(TASK) == TASK
+    monkeypatch.setenv("D2K_TASK", "no_such_task")
+    with pytest.raises(ValueError, match=r"'no_such_task' \(--task or \$D2K_TASK\) is none of the registered"):
+        server.default_task()
+
+
+def test_a_bare_http_reset_starts_the_default_task(monkeypatch):
+    from starlette.testclient import TestClient
+
+    monkeypatch.setenv("D2K_TASK", TASK)
+    app = adapter.make_app(backend="interpreter")
+    try:
+        with TestClient(app) as client:
+            reply = client.post("/reset", json={})
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["observation"]["task"] == TASK
+    finally:
+        app.state.d2k_service.close()
+
+
+def test_openenv_validate_accepts_the_environment_directory():
+    import shutil
+    import subprocess
+
+    if shutil.which("openenv") is None:
+        pytest.skip("needs openenv-core's CLI")
+    run = subprocess.run(["openenv", "validate", str(ENV_DIR)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "[OK]" in run.stdout, run.stdout + run.stderr
+
+
+def test_the_environment_directory_s_app_serves_the_kernel_tasks():
+    import importlib.util
+
+    from starlette.testclient import TestClient
+
+    spec = importlib.util.spec_from_file_location("d2k_kernel_env_app", ENV_DIR / "server" / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        with TestClient(module.app) as client:
+            assert client.get("/health").status_code == 200
+            assert "tool" in client.get("/schema").json()["action"]["properties"]
+    finally:
+        module.app.state.d2k_service.close()

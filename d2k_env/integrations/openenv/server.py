@@ -15,6 +15,7 @@ WebSocket session (:class:`~d2k_env.integrations.openenv.client.KernelEnvClient`
 from __future__ import annotations
 
 import argparse
+import os
 import threading
 import uuid
 from typing import Any
@@ -107,16 +108,31 @@ class SharedService:
                 self._service = None
 
 
+def default_task(task: str | None = None) -> str:
+    """The task of a reset that names none: ``task``, else ``$D2K_TASK``, else the first registered
+    task. A ValueError, at start, for a task that is not registered."""
+    from d2k_env.task import task_ids
+
+    registered = task_ids()
+    chosen = task or os.environ.get("D2K_TASK") or registered[0]
+    if chosen not in registered:
+        raise ValueError(f"the default task {chosen!r} (--task or $D2K_TASK) is none of the registered tasks: "
+                         f"{', '.join(registered)}")
+    return chosen
+
+
 def make_app(task: str | None = None, max_concurrent_envs: int = 8, backend: str = "auto",
              service_options: dict[str, Any] | None = None, **env_kwargs: Any):
     """The FastAPI app serving :class:`KernelEnvironment` sessions (at most ``max_concurrent_envs``
-    at once; a further one is refused until one closes).
+    at once; a further one is refused until one closes). A reset that names no task starts
+    :func:`default_task`'s (``task``, ``$D2K_TASK`` or the first registered task).
 
     ``env_kwargs`` go to each session's :class:`~d2k_env.env.KernelEnv`. Unless they name an
     ``evaluator``, the sessions share one :class:`SharedService` of ``backend`` configured by
     ``service_options`` (e.g. ``jobs``, ``gpus``); ``app.state.d2k_service.close()`` ends it (the
     process's exit does too).
     """
+    task = default_task(task)
     if "evaluator" not in env_kwargs:
         env_kwargs["evaluator"] = SharedService(backend, **(service_options or {}))
 
@@ -136,7 +152,8 @@ def main(argv: list[str] | None = None) -> None:
                                      description="Serve the kernel tasks as an OpenEnv environment.")
     parser.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to accept other machines")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--task", default=None, help="the task of a reset that names none")
+    parser.add_argument("--task", default=None,
+                        help="the task of a reset that names none (default: $D2K_TASK, else the first registered task)")
     parser.add_argument("--backend", default="auto", choices=("auto", "cuda", "interpreter"))
     parser.add_argument("--reward", default="speedup")
     parser.add_argument("--max-concurrent-envs", type=int, default=8)
