@@ -198,3 +198,22 @@ def test_the_environment_directory_s_app_serves_the_kernel_tasks():
             assert "tool" in client.get("/schema").json()["action"]["properties"]
     finally:
         module.app.state.d2k_service.close()
+
+
+def test_http_errors_are_4xx_or_5xx_with_a_json_message():
+    from starlette.testclient import TestClient
+
+    app = adapter.make_app(TASK, backend="interpreter")
+    try:
+        with TestClient(app, raise_server_exceptions=False) as client:
+            unknown = client.post("/reset", json={"task": "no_such_task"})
+            guidance = client.post("/reset", json={"guidance": "L9"})
+            stepped = client.post("/step", json={"action": {"tool": "list_files", "args": {}}})
+    finally:
+        app.state.d2k_service.close()
+    assert unknown.status_code == 400 and unknown.json()["error"] == "ValueError"
+    assert "unknown task 'no_such_task'" in unknown.json()["message"] and TASK in unknown.json()["message"]
+    assert guidance.status_code == 400 and "unknown guidance layer" in guidance.json()["message"]
+    assert stepped.status_code == 409 and stepped.json() == {
+        "error": "NoEpisode", "message": "no episode is running: reset first (over HTTP every request gets a fresh "
+                                         "env, so an episode of several steps needs the WebSocket session, /ws)"}

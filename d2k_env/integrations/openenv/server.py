@@ -27,6 +27,11 @@ from d2k_env.integrations.common import LazyEnv
 from d2k_env.integrations.openenv.models import KernelAction, KernelObservation, KernelState
 
 
+class NoEpisode(RuntimeError):
+    """A step with no episode running: before the session's first reset, or over HTTP, where every
+    request gets a fresh env."""
+
+
 class KernelEnvironment(Environment[KernelAction, KernelObservation, KernelState]):
     """One session's episodes (see the module docstring). ``reset(task=..., guidance=..., seed=...)``
     starts one (``task`` defaults to the one given here); ``env_kwargs`` go to
@@ -47,6 +52,10 @@ class KernelEnvironment(Environment[KernelAction, KernelObservation, KernelState
         task = task or self._default_task
         if task is None:
             raise ValueError("reset needs a task (this server has no default task)")
+        from d2k_env.task import task_ids
+
+        if task not in (registered := task_ids()):
+            raise ValueError(f"unknown task {str(task)[:100]!r}; the registered tasks: {', '.join(registered)}")
         text, info = self._env.reset(task, guidance, seed)
         self._episode_id = episode_id or uuid.uuid4().hex
         self._reward = 0.0
@@ -54,6 +63,9 @@ class KernelEnvironment(Environment[KernelAction, KernelObservation, KernelState
 
     def step(self, action: KernelAction, timeout_s: float | None = None, **kwargs: Any) -> KernelObservation:
         """Take one tool call; ``done`` once submitted or out of budget (``truncated`` says which)."""
+        if self._env.env is None or self._env.env.workspace is None:
+            raise NoEpisode("no episode is running: reset first (over HTTP every request gets a fresh env, so an "
+                            "episode of several steps needs the WebSocket session, /ws)")
         text, reward, terminated, truncated, info = self._env.step({"tool": action.tool, "args": action.args})
         self._reward += reward
         return _observation(text, reward, terminated, truncated, info)
@@ -142,7 +154,24 @@ def make_app(task: str | None = None, max_concurrent_envs: int = 8, backend: str
     app = create_app(factory, KernelAction, KernelObservation, env_name="d2k_env",
                      max_concurrent_envs=max_concurrent_envs)
     app.state.d2k_service = env_kwargs["evaluator"]
+    for error, status in ERROR_STATUS.items():
+        app.add_exception_handler(error, _error_reply(status))
     return app
+
+
+# An HTTP route's exception as a status and a JSON body {"error": type, "message": text} (it was a
+# 500 with a bare "Internal Server Error"): bad arguments (an unknown task or guidance) are the
+# client's, a step without an episode a conflict, anything else the server's.
+ERROR_STATUS = {ValueError: 400, NoEpisode: 409, Exception: 500}
+
+
+def _error_reply(status: int):
+    from fastapi.responses import JSONResponse
+
+    def reply(request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"error": type(exc).__name__, "message": str(exc)[:2000]}, status_code=status)
+
+    return reply
 
 
 def main(argv: list[str] | None = None) -> None:
