@@ -3,6 +3,7 @@ workspace (a ninth is refused), typed state, plain HTTP routes, and one real eva
 reference submitted scores 1). Needs the ``openenv`` extra (skipped without it)."""
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
@@ -26,7 +27,15 @@ SESSIONS = 8
 @pytest.fixture(scope="module")
 def server():
     """The app on a free loopback port, in a thread; yields its base URL."""
-    app = adapter.make_app(TASK, max_concurrent_envs=SESSIONS, backend="interpreter", service_options={"jobs": 1})
+    with serving() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving(**options):
+    """``make_app(TASK, ...)`` with ``options`` on a free loopback port, in a thread: its base URL."""
+    app = adapter.make_app(TASK, **{"max_concurrent_envs": SESSIONS, "backend": "interpreter",
+                                    "service_options": {"jobs": 1}, **options})
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     config = uvicorn.Config(app, log_level="warning", ws_max_size=64 * 2**20)
@@ -58,9 +67,11 @@ async def opened(url: str, **kwargs):
             await client.connect()
             await client.state()  # answered by the session, or the refusal arrives here
             return client
-        except (RuntimeError, websockets.ConnectionClosed) as exc:
+        except (RuntimeError, ConnectionError, websockets.ConnectionClosed) as exc:
             await client.close()
-            refused = isinstance(exc, websockets.ConnectionClosed) or "CAPACITY_REACHED" in str(exc)
+            # A full server answers CAPACITY_REACHED; a client at its per_client limit is refused (403).
+            refused = isinstance(exc, websockets.ConnectionClosed) or "CAPACITY_REACHED" in str(exc) or (
+                isinstance(exc, ConnectionError) and "403" in str(exc))
             if not refused or time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.1)
@@ -217,3 +228,57 @@ def test_http_errors_are_4xx_or_5xx_with_a_json_message():
     assert stepped.status_code == 409 and stepped.json() == {
         "error": "NoEpisode", "message": "no episode is running: reset first (over HTTP every request gets a fresh "
                                          "env, so an episode of several steps needs the WebSocket session, /ws)"}
+
+
+def test_eight_http_session_posts_take_no_slot_from_the_websocket_clients():
+    # The red-team case: 8 unauthenticated POSTs creating MCP sessions took all 8 slots, for good.
+    create = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
+    with serving() as url:
+        replies = [httpx.post(f"{url}/mcp", json=create, timeout=30) for _ in range(SESSIONS)]
+        assert {r.status_code for r in replies} == {403}
+        assert "sessions are WebSockets here" in replies[0].json()["message"]
+
+        async def run():
+            clients = [await opened(url) for _ in range(SESSIONS)]  # every slot is still free
+            for client in clients:
+                await client.close()
+
+        asyncio.run(run())
+
+
+def test_a_bearer_token_is_required_of_every_request_but_health():
+    with serving(token="s3cret") as url:
+        assert httpx.get(f"{url}/health", timeout=30).status_code == 200
+        refused = httpx.post(f"{url}/reset", json={}, timeout=30)
+        assert refused.status_code == 401 and "bearer token" in refused.json()["message"]
+        wrong = httpx.post(f"{url}/reset", json={}, headers={"Authorization": "Bearer nope"}, timeout=30)
+        assert wrong.status_code == 401
+        assert httpx.post(f"{url}/reset", json={}, headers={"Authorization": "Bearer s3cret"},
+                          timeout=30).status_code == 200
+
+        async def run():
+            with pytest.raises(ConnectionError, match="403"):
+                await adapter.KernelEnvClient(base_url=url).connect()
+            client = await opened(url, token="s3cret")
+            try:
+                assert (await client.reset(seed=0)).observation.task == TASK
+            finally:
+                await client.close()
+
+        asyncio.run(run())
+
+
+def test_one_client_holds_at_most_per_client_sessions():
+    with serving(per_client=2) as url:
+        async def run():
+            first, second = await opened(url), await opened(url)
+            try:
+                with pytest.raises(ConnectionError, match="403"):
+                    await adapter.KernelEnvClient(base_url=url).connect()
+            finally:
+                await first.close()
+            third = await opened(url)  # a closed session frees the client's place
+            await second.close()
+            await third.close()
+
+        asyncio.run(run())

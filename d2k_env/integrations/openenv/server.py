@@ -22,8 +22,10 @@ from typing import Any
 
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import ConcurrencyConfig
 
 from d2k_env.integrations.common import LazyEnv
+from d2k_env.integrations.openenv.guard import SessionGuard
 from d2k_env.integrations.openenv.models import KernelAction, KernelObservation, KernelState
 
 
@@ -134,10 +136,17 @@ def default_task(task: str | None = None) -> str:
 
 
 def make_app(task: str | None = None, max_concurrent_envs: int = 8, backend: str = "auto",
-             service_options: dict[str, Any] | None = None, **env_kwargs: Any):
+             service_options: dict[str, Any] | None = None, token: str | None = None,
+             per_client: int | None = None, idle_timeout_s: float | None = 1800.0, **env_kwargs: Any):
     """The FastAPI app serving :class:`KernelEnvironment` sessions (at most ``max_concurrent_envs``
     at once; a further one is refused until one closes). A reset that names no task starts
     :func:`default_task`'s (``task``, ``$D2K_TASK`` or the first registered task).
+
+    Limits (:class:`~d2k_env.integrations.openenv.guard.SessionGuard`): ``token`` (default:
+    ``$D2K_OPENENV_TOKEN``; none: open to anyone who reaches the port) is the bearer token every
+    request but ``/health`` must carry; ``per_client`` caps one client address's open sessions; a
+    session idle for ``idle_timeout_s`` (None: never) is ended. Sessions are WebSockets only: an
+    HTTP ``openenv/session/create`` is refused (it held a slot until closed by id).
 
     ``env_kwargs`` go to each session's :class:`~d2k_env.env.KernelEnv`. Unless they name an
     ``evaluator``, the sessions share one :class:`SharedService` of ``backend`` configured by
@@ -151,9 +160,10 @@ def make_app(task: str | None = None, max_concurrent_envs: int = 8, backend: str
     def factory() -> KernelEnvironment:
         return KernelEnvironment(task, backend=backend, **env_kwargs)
 
-    app = create_app(factory, KernelAction, KernelObservation, env_name="d2k_env",
-                     max_concurrent_envs=max_concurrent_envs)
+    limits = ConcurrencyConfig(max_concurrent_envs=max_concurrent_envs, session_timeout=idle_timeout_s)
+    app = create_app(factory, KernelAction, KernelObservation, env_name="d2k_env", concurrency_config=limits)
     app.state.d2k_service = env_kwargs["evaluator"]
+    app.add_middleware(SessionGuard, token=token or os.environ.get("D2K_OPENENV_TOKEN"), per_client=per_client)
     for error, status in ERROR_STATUS.items():
         app.add_exception_handler(error, _error_reply(status))
     return app
@@ -187,7 +197,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reward", default="speedup")
     parser.add_argument("--max-concurrent-envs", type=int, default=8)
     parser.add_argument("--jobs", type=int, default=None, help="interpreter lanes (default: one per CPU)")
+    parser.add_argument("--per-client", type=int, default=None, help="open sessions one client address may hold")
+    parser.add_argument("--idle-timeout", type=float, default=1800.0, help="seconds before an idle session ends")
     args = parser.parse_args(argv)
     options = {} if args.jobs is None else {"jobs": args.jobs}
-    app = make_app(args.task, args.max_concurrent_envs, args.backend, options, reward=args.reward)
+    # The bearer token comes from $D2K_OPENENV_TOKEN only: a command line is visible to every user.
+    app = make_app(args.task, args.max_concurrent_envs, args.backend, options, per_client=args.per_client,
+                   idle_timeout_s=args.idle_timeout, reward=args.reward)
     uvicorn.run(app, host=args.host, port=args.port)
