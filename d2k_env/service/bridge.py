@@ -5,7 +5,8 @@ An async vector env runs each env in a child process, forked or spawned, and a s
 copies none of a :class:`~d2k_env.service.LocalService`'s lane threads (a job queued in the copy
 waited forever), and a Ray driver does not survive a fork. So a service listens, from the moment it
 is made, on a Unix socket in a directory only its user can enter, for peers that prove they hold its
-random key (:class:`BridgeServer`). In a child the service sends its jobs there: a forked copy
+random key (:class:`BridgeServer`; where the temporary directory's path is too long for a socket,
+an abstract one, guarded by the key alone). In a child the service sends its jobs there: a forked copy
 through :meth:`BridgeServer.client`, an unpickled one as a :class:`BridgeClient`. The service's own
 process runs them in its lanes, scheduled with everything else it serves, and sends the results back
 as plain data. The children share the service as the envs of one process do.
@@ -37,6 +38,8 @@ class BridgeServer:
         self._submit = submit
         self._directory = tempdirs.make("bridge")  # mode 0700: only this user reaches the socket
         self.address = str(Path(self._directory.name) / "socket")
+        if len(self.address.encode()) >= _PATH_LIMIT:  # a deep temporary directory: an abstract socket,
+            self.address = f"\0d2k-bridge-{secrets.token_hex(16)}"  # which only the key guards
         self.authkey = secrets.token_bytes(32)
         self._listener = Listener(self.address, "AF_UNIX", authkey=self.authkey)
         self._pid = os.getpid()
@@ -195,6 +198,8 @@ class BridgeClient:
     def __deepcopy__(self, memo: dict) -> "BridgeClient":
         return self  # a handle on the service, as the service's own deep copy is
 
+
+_PATH_LIMIT = 108  # bytes of a Unix socket's path (sun_path), its terminating NUL included
 
 _GONE = ("the evaluation service this process was given is gone: the process that made it closed it or "
          "ended; keep the service open while its envs run")
