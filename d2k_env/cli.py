@@ -413,15 +413,18 @@ def _wandb_tracker(args, run_dir, keys, settings, make_policy):
         config = experiment_config(keys, settings, policy.describe())
         policy.close()
         run_id = meta.get("wandb", {}).get(args.wandb_project)
+        # One group per experiment (the run directory), one tag per guidance condition run.
         tracker = WandbTracker(args.wandb_project, config, run_dir, run_id=run_id, name=args.wandb_name or run_dir.name,
-                               entity=args.wandb_entity, earlier=load_run(run_dir))
+                               entity=args.wandb_entity, earlier=load_run(run_dir),
+                               group=args.wandb_group or run_dir.name,
+                               tags=[f"guidance:{c}" for c in sorted({k.condition for k in keys})])
         meta.setdefault("wandb", {})[args.wandb_project] = tracker.run_id
         directory.write_meta(meta)
     return tracker
 
 
 def _finish_tracker(tracker, run_dir) -> None:
-    from d2k_env.report import build_report
+    from d2k_env.report import build_report, write_plots
     from d2k_env.reward import REWARD_VERSION
     from d2k_env.tracking import kernel_rows
     from d2k_env.trajectory import load_run
@@ -430,7 +433,11 @@ def _finish_tracker(tracker, run_dir) -> None:
     tracker.log_kernels(kernel_rows(trajectories))
     summary = {}
     if trajectories:
-        for p in build_report(run_dir).policies:
+        report = build_report(run_dir)
+        plots = run_dir / "wandb" / "plots"
+        plots.mkdir(parents=True, exist_ok=True)
+        tracker.log_plots(write_plots(report, plots))
+        for p in report.policies:
             if p.reward_version != REWARD_VERSION:  # episodes kept from before a scoring change
                 continue
             for s in p.conditions:
@@ -569,6 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wandb-project", help="also log to this wandb project (WANDB_MODE=offline works)")
     p.add_argument("--wandb-entity")
     p.add_argument("--wandb-name", help="wandb run name (default: the run directory's name)")
+    p.add_argument("--wandb-group", help="wandb run group (default: the run directory's name)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("report", help="tables and plots of a run directory: correctness, Performance Score, "

@@ -262,8 +262,8 @@ class KernelEnv(gym.Env):
         """What a copy is made from: the configuration, and mid-episode the episode's state, random
         generator and last observation. A copy owns its workspace (a directory of its own, the
         files copied), its Triton cache and, unless the env was given a service, its evaluation
-        service; a service it was given goes with it (shared by ``copy.deepcopy``; pickled by
-        pickle, which a LocalService refuses: it serves one process)."""
+        service; a service it was given goes with it (shared by ``copy.deepcopy``; pickled, as a
+        handle on the same service: see :mod:`d2k_env.service.bridge`)."""
         with self._lock:
             episode = None
             if self.workspace is not None:

@@ -3,7 +3,8 @@
 :class:`WandbTracker` logs per-episode metrics (``episode/*``, on the ``episode/index`` axis),
 per-step metrics (``step/*``, on the ``step/global`` axis, each with ``step/episode``), a running
 correctness rate per guidance condition (``condition/<name>/correct_rate``), a table of submitted
-kernels and the run's config. It is a :class:`~d2k_env.runner.RunCallback` for ``d2k run``, and
+kernels, the report's plots as images (:meth:`WandbTracker.log_plots`) and the run's config, in
+a run ``group`` (one per experiment) with ``tags`` (e.g. one per guidance condition). It is a :class:`~d2k_env.runner.RunCallback` for ``d2k run``, and
 its ``log_*`` methods serve any training loop. No key is read or stored here: wandb's own login or
 ``WANDB_API_KEY`` applies, and ``WANDB_MODE=offline`` keeps everything on disk.
 """
@@ -35,13 +36,15 @@ class WandbTracker(RunCallback):
     (the run directory's finished trajectories) lets its axes and running rates continue."""
 
     def __init__(self, project: str, config: dict[str, Any], directory: str | Path, run_id: str | None = None,
-                 name: str | None = None, entity: str | None = None, earlier: Iterable[Trajectory] = ()):
+                 name: str | None = None, entity: str | None = None, earlier: Iterable[Trajectory] = (),
+                 group: str | None = None, tags: Iterable[str] = ()):
         import wandb
 
         self._wandb = wandb
         Path(directory).mkdir(parents=True, exist_ok=True)
-        self.run = wandb.init(project=project, entity=entity, name=name, id=run_id,
-                              resume="allow" if run_id else None, dir=str(directory), config=config)
+        self.run = wandb.init(project=project, entity=entity, name=name, id=run_id, group=group,
+                              tags=list(tags) or None, resume="allow" if run_id else None, dir=str(directory),
+                              config=config)
         for axis, pattern in (("episode/index", "episode/*"), ("step/global", "step/*"),
                               ("episode/index", "condition/*")):
             self.run.define_metric(axis, hidden=False)
@@ -81,6 +84,13 @@ class WandbTracker(RunCallback):
         table = self._wandb.Table(columns=KERNEL_COLUMNS, data=[[r.get(c) for c in KERNEL_COLUMNS] for r in rows])
         with self._lock:
             self.run.log({name: table})
+
+    def log_plots(self, paths: Iterable[str | Path]) -> None:
+        """Images (the report's plots, say), each as ``plots/<file stem>``."""
+        images = {f"plots/{Path(p).stem}": self._wandb.Image(str(p)) for p in paths}
+        if images:
+            with self._lock:
+                self.run.log(images)
 
     def finish(self, summary: dict[str, Any] | None = None) -> None:
         with self._lock:

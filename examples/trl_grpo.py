@@ -39,12 +39,19 @@ def main() -> None:
     parser.add_argument("--learning-rate", type=float, default=1e-6)
     parser.add_argument("--output-dir", default="runs/trl-grpo")
     parser.add_argument("--report-to", default="none", help="e.g. wandb")
-    parser.add_argument("--cpu", action="store_true", help="train on the CPU (float32), e.g. a tiny model")
+    parser.add_argument("--cpu", action="store_true",
+                        help="train on the CPU (float32) even with a GPU; without one, the CPU is the default")
     args = parser.parse_args()
     require("trl", ["trl", "transformers", "datasets"] + (["wandb"] if args.report_to == "wandb" else []))
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is experimental in TRL
+    import torch
     from trl import GRPOConfig, GRPOTrainer
+
+    # TRL's defaults assume a GPU (bf16): without one they stop with "Your setup doesn't support bf16/gpu".
+    if not args.cpu and not torch.cuda.is_available():
+        print("No CUDA GPU: training on the CPU in float32 (as --cpu would).")
+        args.cpu = True
 
     config = GRPOConfig(output_dir=args.output_dir, num_generations=args.num_generations,
                         per_device_train_batch_size=args.num_generations, max_steps=args.max_steps,

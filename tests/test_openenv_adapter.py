@@ -3,6 +3,7 @@ workspace (a ninth is refused), typed state, plain HTTP routes, and one real eva
 reference submitted scores 1). Needs the ``openenv`` extra (skipped without it)."""
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
@@ -26,7 +27,15 @@ SESSIONS = 8
 @pytest.fixture(scope="module")
 def server():
     """The app on a free loopback port, in a thread; yields its base URL."""
-    app = adapter.make_app(TASK, max_concurrent_envs=SESSIONS, backend="interpreter", service_options={"jobs": 1})
+    with serving() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving(**options):
+    """``make_app(TASK, ...)`` with ``options`` on a free loopback port, in a thread: its base URL."""
+    app = adapter.make_app(TASK, **{"max_concurrent_envs": SESSIONS, "backend": "interpreter",
+                                    "service_options": {"jobs": 1}, **options})
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     config = uvicorn.Config(app, log_level="warning", ws_max_size=64 * 2**20)
@@ -58,9 +67,11 @@ async def opened(url: str, **kwargs):
             await client.connect()
             await client.state()  # answered by the session, or the refusal arrives here
             return client
-        except (RuntimeError, websockets.ConnectionClosed) as exc:
+        except (RuntimeError, ConnectionError, websockets.ConnectionClosed) as exc:
             await client.close()
-            refused = isinstance(exc, websockets.ConnectionClosed) or "CAPACITY_REACHED" in str(exc)
+            # A full server answers CAPACITY_REACHED; a client at its per_client limit is refused (403).
+            refused = isinstance(exc, websockets.ConnectionClosed) or "CAPACITY_REACHED" in str(exc) or (
+                isinstance(exc, ConnectionError) and "403" in str(exc))
             if not refused or time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.1)
@@ -141,3 +152,133 @@ def test_a_real_evaluation_through_the_server(server):
     assert submitted.done and submitted.reward == 1.0 and not submitted.observation.truncated
     assert submitted.observation.evaluation["mode"] == "submit"
     assert state.terminated and state.reward == 1.0
+
+
+# -- OpenEnv's conventions (issue 26, item 4) ---------------------------------------------------------
+ENV_DIR = ROOT / "environments" / "d2k_kernel_env"
+
+
+def test_the_default_task_comes_from_the_argument_then_d2k_task_then_the_registry(monkeypatch):
+    from d2k_env.task import task_ids
+
+    monkeypatch.delenv("D2K_TASK", raising=False)
+    server = Lazy("d2k_env.integrations.openenv.server")
+    assert server.default_task() == task_ids()[0]
+    monkeypatch.setenv("D2K_TASK", "merge_attn_states")
+    assert server.default_task() == "merge_attn_states" and server.default_task(TASK) == TASK
+    monkeypatch.setenv("D2K_TASK", "no_such_task")
+    with pytest.raises(ValueError, match=r"'no_such_task' \(--task or \$D2K_TASK\) is none of the registered"):
+        server.default_task()
+
+
+def test_a_bare_http_reset_starts_the_default_task(monkeypatch):
+    from starlette.testclient import TestClient
+
+    monkeypatch.setenv("D2K_TASK", TASK)
+    app = adapter.make_app(backend="interpreter")
+    try:
+        with TestClient(app) as client:
+            reply = client.post("/reset", json={})
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["observation"]["task"] == TASK
+    finally:
+        app.state.d2k_service.close()
+
+
+def test_openenv_validate_accepts_the_environment_directory():
+    import shutil
+    import subprocess
+
+    if shutil.which("openenv") is None:
+        pytest.skip("needs openenv-core's CLI")
+    run = subprocess.run(["openenv", "validate", str(ENV_DIR)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "[OK]" in run.stdout, run.stdout + run.stderr
+
+
+def test_the_environment_directory_s_app_serves_the_kernel_tasks():
+    import importlib.util
+
+    from starlette.testclient import TestClient
+
+    spec = importlib.util.spec_from_file_location("d2k_kernel_env_app", ENV_DIR / "server" / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        with TestClient(module.app) as client:
+            assert client.get("/health").status_code == 200
+            assert "tool" in client.get("/schema").json()["action"]["properties"]
+    finally:
+        module.app.state.d2k_service.close()
+
+
+def test_http_errors_are_4xx_or_5xx_with_a_json_message():
+    from starlette.testclient import TestClient
+
+    app = adapter.make_app(TASK, backend="interpreter")
+    try:
+        with TestClient(app, raise_server_exceptions=False) as client:
+            unknown = client.post("/reset", json={"task": "no_such_task"})
+            guidance = client.post("/reset", json={"guidance": "L9"})
+            stepped = client.post("/step", json={"action": {"tool": "list_files", "args": {}}})
+    finally:
+        app.state.d2k_service.close()
+    assert unknown.status_code == 400 and unknown.json()["error"] == "ValueError"
+    assert "unknown task 'no_such_task'" in unknown.json()["message"] and TASK in unknown.json()["message"]
+    assert guidance.status_code == 400 and "unknown guidance layer" in guidance.json()["message"]
+    assert stepped.status_code == 409 and stepped.json() == {
+        "error": "NoEpisode", "message": "no episode is running: reset first (over HTTP every request gets a fresh "
+                                         "env, so an episode of several steps needs the WebSocket session, /ws)"}
+
+
+def test_eight_http_session_posts_take_no_slot_from_the_websocket_clients():
+    # The red-team case: 8 unauthenticated POSTs creating MCP sessions took all 8 slots, for good.
+    create = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
+    with serving() as url:
+        replies = [httpx.post(f"{url}/mcp", json=create, timeout=30) for _ in range(SESSIONS)]
+        assert {r.status_code for r in replies} == {403}
+        assert "sessions are WebSockets here" in replies[0].json()["message"]
+
+        async def run():
+            clients = [await opened(url) for _ in range(SESSIONS)]  # every slot is still free
+            for client in clients:
+                await client.close()
+
+        asyncio.run(run())
+
+
+def test_a_bearer_token_is_required_of_every_request_but_health():
+    with serving(token="s3cret") as url:
+        assert httpx.get(f"{url}/health", timeout=30).status_code == 200
+        refused = httpx.post(f"{url}/reset", json={}, timeout=30)
+        assert refused.status_code == 401 and "bearer token" in refused.json()["message"]
+        wrong = httpx.post(f"{url}/reset", json={}, headers={"Authorization": "Bearer nope"}, timeout=30)
+        assert wrong.status_code == 401
+        assert httpx.post(f"{url}/reset", json={}, headers={"Authorization": "Bearer s3cret"},
+                          timeout=30).status_code == 200
+
+        async def run():
+            with pytest.raises(ConnectionError, match="403"):
+                await adapter.KernelEnvClient(base_url=url).connect()
+            client = await opened(url, token="s3cret")
+            try:
+                assert (await client.reset(seed=0)).observation.task == TASK
+            finally:
+                await client.close()
+
+        asyncio.run(run())
+
+
+def test_one_client_holds_at_most_per_client_sessions():
+    with serving(per_client=2) as url:
+        async def run():
+            first, second = await opened(url), await opened(url)
+            try:
+                with pytest.raises(ConnectionError, match="403"):
+                    await adapter.KernelEnvClient(base_url=url).connect()
+            finally:
+                await first.close()
+            third = await opened(url)  # a closed session frees the client's place
+            await second.close()
+            await third.close()
+
+        asyncio.run(run())

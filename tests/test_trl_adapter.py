@@ -15,14 +15,16 @@ from pathlib import Path
 
 import pytest
 
+from conftest import HAS_GPU
 from d2k_env.integrations.common import condition_rows
-from d2k_env.integrations.trl import KernelToolEnv, build_dataset
+from d2k_env.integrations.trl import KernelToolEnv, ToolError, build_dataset
 from d2k_env.tools import TOOLS
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = "fused_add_rmsnorm"
 REFERENCE = (ROOT / "references" / f"{TASK}.py").read_text()
 CALL = '<tool_call>\n{"name": "list_files", "arguments": {}}\n</tool_call>'
+BAD_CALL = '<tool_call>\n{"name": "read_file", "arguments": {"path": "../outside.py"}}\n</tool_call>'
 
 
 def public_methods(cls) -> set[str]:
@@ -70,7 +72,22 @@ def test_an_episode_through_the_tools_pickled_on_the_way():
         assert adapter.get_reward() == 0.0
 
 
-def tiny_tokenizer(corpus: str):
+def test_a_refused_call_and_a_call_after_the_episode_raise_the_error_trl_counts():
+    with KernelToolEnv(backend="interpreter") as adapter:
+        adapter.reset(task=TASK, guidance="none", seed=0)
+        with pytest.raises(ToolError, match="outside the workspace"):
+            adapter.read_file("../outside.py")
+        with pytest.raises(ToolError, match="unknown workload"):
+            adapter.benchmark(workloads=["no-such-workload"])
+        assert "Submitted. Reward: 0.0000" in adapter.submit()  # the stub: refused by the policy, scored 0
+        for call in (adapter.list_files, adapter.submit):
+            with pytest.raises(ToolError, match=r"^episode ended \(the solution was submitted\)"):
+                call()
+        assert adapter._env.env.state().steps == 3  # the calls after the end did nothing
+        assert adapter.get_reward() == 0.0
+
+
+def tiny_tokenizer(corpus: str, call: str = CALL):
     """A byte-level BPE tokenizer trained on ``corpus``, with the Qwen3 chat template TRL ships and
     the scripted tool call as one token."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -85,12 +102,12 @@ def tiny_tokenizer(corpus: str):
                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                         padding_side="left")
-    tokenizer.add_tokens([CALL])
+    tokenizer.add_tokens([call])
     tokenizer.chat_template = qwen3_chat_template
     return tokenizer
 
 
-def scripted_model(tokenizer):
+def scripted_model(tokenizer, call: str = CALL):
     """A one-layer Qwen2 that answers CALL after any token and end of turn after CALL: its layer adds
     nothing (output projections zero), so the last position's hidden state is its token's embedding,
     and the head maps the two embeddings to the two answers with logit 40 (every other token 0)."""
@@ -103,7 +120,7 @@ def scripted_model(tokenizer):
                          tie_word_embeddings=False, pad_token_id=tokenizer.pad_token_id,
                          eos_token_id=tokenizer.eos_token_id)
     model = Qwen2ForCausalLM(config)
-    call, end = tokenizer.convert_tokens_to_ids([CALL, "<|im_end|>"])
+    call, end = tokenizer.convert_tokens_to_ids([call, "<|im_end|>"])
     with torch.no_grad():
         layer = model.model.layers[0]
         layer.self_attn.o_proj.weight.zero_()
@@ -118,7 +135,8 @@ def scripted_model(tokenizer):
     return model
 
 
-def test_grpo_trains_two_steps_through_the_adapter(tmp_path, monkeypatch):
+@pytest.mark.parametrize("call, failures", [(CALL, 0.0), (BAD_CALL, 1.0)], ids=["list_files", "refused-read_file"])
+def test_grpo_trains_two_steps_through_the_adapter(tmp_path, monkeypatch, call, failures):
     pytest.importorskip("trl")
     from trl import GRPOConfig, GRPOTrainer
 
@@ -126,11 +144,11 @@ def test_grpo_trains_two_steps_through_the_adapter(tmp_path, monkeypatch):
     dataset = build_dataset(tasks=[TASK], guidance=["none"], seeds=[0])
     with KernelToolEnv(backend="interpreter") as probe:
         corpus = probe.reset(task=TASK, guidance="none", seed=0)
-    tokenizer = tiny_tokenizer(corpus + dataset[0]["prompt"][0]["content"])
+    tokenizer = tiny_tokenizer(corpus + dataset[0]["prompt"][0]["content"], call)
     args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2, num_generations=2, max_steps=2,
                       max_completion_length=128, max_tool_calling_iterations=1, learning_rate=1e-3,
                       use_cpu=True, report_to="none", save_strategy="no", logging_steps=1, seed=0)
-    trainer = GRPOTrainer(model=scripted_model(tokenizer), args=args, train_dataset=dataset,
+    trainer = GRPOTrainer(model=scripted_model(tokenizer, call), args=args, train_dataset=dataset,
                           processing_class=tokenizer,
                           environment_factory=partial(KernelToolEnv, backend="interpreter"))
     trainer.train()
@@ -140,13 +158,18 @@ def test_grpo_trains_two_steps_through_the_adapter(tmp_path, monkeypatch):
     for adapter in trainer.environments:
         state = adapter._env.env.state()
         assert state.task_id == TASK and state.guidance == () and state.seed == 0
-        assert [a["tool"] for a in state.actions] == ["list_files"]
+        assert state.steps == 1 and (call != CALL or [a["tool"] for a in state.actions] == ["list_files"])
+    # TRL counts a call whose tool raised: the refused read_file, in every rollout of both steps.
+    frequencies = [row["tools/failure_frequency"] for row in trainer.state.log_history
+                   if "tools/failure_frequency" in row]
+    assert frequencies == [failures, failures]
     rewards = [row["rewards/KernelToolEnv/mean"] for row in trainer.state.log_history if "rewards/KernelToolEnv/mean" in row]
     assert rewards == [0.0, 0.0]  # no rollout submitted
 
 
 def test_the_example_script_trains_two_steps_on_the_cpu(tmp_path):
-    """examples/trl_grpo.py as a user runs it, with the programmed model saved as a local checkpoint."""
+    """examples/trl_grpo.py as a user runs it, with the programmed model saved as a local checkpoint
+    (without --cpu: on a machine without a GPU the example finds the CPU itself)."""
     pytest.importorskip("trl")
     import subprocess
     import sys
@@ -159,7 +182,7 @@ def test_the_example_script_trains_two_steps_on_the_cpu(tmp_path):
     tokenizer.save_pretrained(tmp_path / "model")
     out = tmp_path / "run"
     done = subprocess.run([sys.executable, str(ROOT / "examples" / "trl_grpo.py"), "--model", str(tmp_path / "model"),
-                           "--tasks", TASK, "--guidance", "none", "--backend", "interpreter", "--cpu",
+                           "--tasks", TASK, "--guidance", "none", "--backend", "interpreter",
                            "--max-steps", "2", "--num-generations", "2", "--max-env-steps", "1",
                            "--max-completion-length", "128", "--output-dir", str(out)],
                           capture_output=True, text=True, timeout=600, cwd=tmp_path)
@@ -167,3 +190,4 @@ def test_the_example_script_trains_two_steps_on_the_cpu(tmp_path):
     printed = done.stdout + done.stderr
     assert printed.count("{'loss': ") == 2 and "'train_runtime'" in printed  # a log line per step, then the end
     assert (out / "config.json").exists() and (out / "model.safetensors").exists()  # the trained model saved
+    assert HAS_GPU or "No CUDA GPU: training on the CPU" in done.stdout

@@ -5,7 +5,10 @@ uv script, whose few dependencies uv installs once into its cache."""
 
 import asyncio
 import json
+import os
 import shutil
+import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -76,3 +79,52 @@ def test_a_model_that_never_submits_scores_0_within_the_step_budget(monkeypatch)
     (trace,) = episode.traces
     assert trace.info["d2k"] == {"reward": 0.0, "submitted": False, "steps": 2}
     assert trace.rewards["kernel_reward"].value == 0.0
+
+
+# -- verifiers' own CLIs, as users type them (issue 26, item 2) --------------------------------------
+# The environment package environments/d2k_kernels (what `pip install -e environments/d2k_kernels`
+# installs) is put on the path, as an install would; verifiers imports it by the id typed.
+PACKAGE_DIR = ROOT / "environments" / "d2k_kernels"
+ONE_EPISODE = ["fused_add_rmsnorm", "L1", "interpreter"]
+
+
+def _cli(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    path = os.pathsep.join(filter(None, [str(PACKAGE_DIR), str(ROOT), os.environ.get("PYTHONPATH")]))
+    return subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": path, **env})
+
+
+def _results(directory: Path, name: str) -> list[dict]:
+    (path,) = directory.rglob(name)
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_the_environment_package_is_named_as_verifiers_names_its_own():
+    pyproject = tomllib.loads((PACKAGE_DIR / "pyproject.toml").read_text())
+    assert pyproject["project"]["name"] == "d2k-kernels"  # a dash name, importable as d2k_kernels
+    assert pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == [adapter.TASKSET_ID]
+
+
+def test_vf_eval_finds_the_environment_by_its_id_and_scores_the_reference(tmp_path):
+    actions = [{"tool": "write_file", "args": {"path": "solution.py", "content": REFERENCE}},
+               {"tool": "submit", "args": {}}]
+    task, guidance, backend = ONE_EPISODE
+    with MockChatServer(scripted(actions)) as server:
+        run = _cli(["vf-eval", "d2k_kernels", "-m", "mock-kernel-model", "--no-push", "-o", "out",
+                    "--client.base-url", server.url, "--client.api-key-var", "D2K_MOCK_KEY",
+                    "--env.taskset.tasks", task, "--env.taskset.guidance", guidance,
+                    "--env.taskset.backend", backend], tmp_path, D2K_MOCK_KEY="test-key")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (episode,) = _results(tmp_path / "out", "traces.jsonl")
+    (trace,) = episode["traces"]
+    assert trace["info"]["d2k"] == {"reward": 1.0, "submitted": True, "steps": 2}, trace.get("errors")
+
+
+def test_vf_validate_finds_the_taskset_by_its_id_and_its_noop_scores_0(tmp_path):
+    task, guidance, backend = ONE_EPISODE
+    run = _cli(["vf-validate", "d2k_kernels", "-o", "out", "--runtime.type", "subprocess",
+                "--taskset.tasks", task, "--taskset.guidance", guidance, "--taskset.backend", backend], tmp_path)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (row,) = _results(tmp_path / "out", "results.jsonl")
+    assert row["name"] == f"{task}/{guidance}/0" and row["error"] is None
+    assert row["noop"]["valid"] and row["noop"]["rewards"] == {"kernel_reward": 0.0}

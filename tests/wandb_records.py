@@ -69,3 +69,11 @@ def summary(path: Path) -> dict:
                 key = "/".join(item.nested_key) if item.nested_key else item.key
                 found[key] = json.loads(item.value_json)
     return found
+
+
+def run(path: Path) -> dict:
+    """The run record's group and tags."""
+    for r in records(path):
+        if r.WhichOneof("record_type") == "run":
+            return {"group": r.run.run_group, "tags": list(r.run.tags)}
+    raise AssertionError(f"{path} has no run record")

@@ -8,6 +8,12 @@ scores the finished rollout with ``get_reward()``. So the tools here are exactly
 (:data:`d2k_env.tools.TOOLS`), each returning the env's observation text, and the reward is the
 env's: that of ``submit``, or 0 when the rollout never submitted.
 
+A call the env refuses (bad arguments, a path outside the workspace, an unknown workload) raises
+:class:`ToolError`, as TRL's own tools raise on bad input: TRL shows the model the message and
+counts the call in ``tools/failure_frequency``. So does any call after the episode ended (after
+``submit``, or with the step budget used up): it does nothing, and its message says so. A
+solution that fails its tests is no tool failure: the verdict is the tool's result.
+
 The rows come from :func:`build_dataset` (tasks x guidance conditions x seeds). The adapter pickles
 without its env (it keeps only its arguments and builds the env at the first reset), so the async
 trainer can ship it to rollout workers. Cleanup: the env is closed when the adapter is collected,
@@ -43,6 +49,16 @@ def build_dataset(tasks: Iterable[str] | None = None, guidance: Iterable[str] = 
     rows = [{"prompt": head + [{"role": "user", "content": ""}], **row}
             for row in condition_rows(tasks, guidance, seeds)]
     return Dataset.from_list(rows)
+
+
+class ToolError(ValueError):
+    """A tool call that did nothing: the env refused it, or the episode had ended."""
+
+
+# The env's info["error"] on a call after the episode ended, and what the model is told instead
+# (the env's own text asks the caller to reset, which the model cannot do).
+ENDED = {"episode already ended": "the solution was submitted",
+         "step budget used up": "its step budget is used up"}
 
 
 class KernelToolEnv:
@@ -168,8 +184,13 @@ class KernelToolEnv:
 
     # -- Plumbing ---------------------------------------------------------------------------------
     def _call(self, tool: str, **args: Any) -> str:
-        observation, reward, _, _, _ = self._env.step(tool_action(tool, **args))
+        observation, reward, _, _, info = self._env.step(tool_action(tool, **args))
         self._reward += reward  # nonzero only on submit, which ends the episode
+        error = info.get("error")
+        if error in ENDED:
+            raise ToolError(f"episode ended ({ENDED[error]}): {tool} did nothing, and no tool call counts now")
+        if error is not None:
+            raise ToolError(error)
         return observation
 
     def __enter__(self) -> "KernelToolEnv":

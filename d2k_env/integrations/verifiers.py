@@ -9,9 +9,10 @@ episode. The rubric is :class:`KernelTask`'s: the reward ``kernel_reward`` is th
 submit's reward, 0 without one), with the metrics ``submitted`` and ``env_steps``.
 
 The model talks through verifiers' plain chat harness (``null``) in a local subprocess runtime,
-so an eval needs only an OpenAI-compatible endpoint. verifiers finds a taskset by a module name;
-importing this module registers it as ``d2k_kernels`` (:data:`TASKSET_ID`). Needs the ``verifiers``
-extra.
+so an eval needs only an OpenAI-compatible endpoint. verifiers finds a taskset by its id, as an
+installed package: ``environments/d2k_kernels`` is that package (``pip install -e
+environments/d2k_kernels``, then ``vf-eval d2k_kernels ...``), exporting this module's classes.
+Needs the ``verifiers`` extra.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from d2k_env.chat_format import SYSTEM_PROMPTS, actions_from_text
 from d2k_env.integrations.common import GUIDANCE_CONDITIONS, LazyEnv, condition_rows
 
 TASKSET_ID = "d2k_kernels"
-# verifiers imports a taskset by its id, as a top-level module: this module is that module.
+# verifiers imports a taskset by its id, as a top-level module. The package of that name is the
+# installed way; this lets a process that imported the adapter run episodes without the package.
 sys.modules.setdefault(TASKSET_ID, sys.modules[__name__])
 
 

@@ -25,6 +25,7 @@ from d2k_env import tempdirs
 from d2k_env.evaluator import Evaluator, EvalResult, resolve_backend
 from d2k_env.evaluator.memcheck import find_memcheck
 from d2k_env.evaluator.pool import WorkerPool
+from d2k_env.service.bridge import BridgeClient, BridgeServer
 from d2k_env.service.gpus import GpuLease, lock_directory, physical_gpu, visible_gpus
 from d2k_env.service.job import EvalJob
 from d2k_env.task import Task, load_task
@@ -76,6 +77,10 @@ class LocalService:
     The device's ceilings (bandwidth, GEMM rate) are measured by a lane's first timed job and reused
     by the lane after. ``close()`` ends the lanes (a job already running finishes; queued ones are
     cancelled) and their workers; nothing outlives it or the process.
+
+    Other processes: the service serves the processes it is handed to (those of an async vector env,
+    forked or spawned) through :mod:`d2k_env.service.bridge`. A forked copy, or the client a pickled
+    one becomes, sends its jobs to this process's lanes. Only this process closes the service.
     """
 
     def __init__(self, backend: str = "auto", gpus: list[str] | None = None, lanes_per_gpu: int = 2,
@@ -104,6 +109,8 @@ class LocalService:
         self._scratch = tempdirs.make("service")
         self._caches: dict[str, Path] = {}  # by client
         self._ceilings: dict[str | None, dict[str, float]] = {}  # by GPU: measured once, reused
+        self._pid = os.getpid()
+        self._bridge = BridgeServer(self.submit, self.backend)
         for lane in self._lanes:
             lane.thread = threading.Thread(target=self._serve, args=(lane,), name=f"d2k-lane-{lane.index}",
                                            daemon=True)
@@ -112,6 +119,8 @@ class LocalService:
     # -- The interface ---------------------------------------------------------------------------
     def submit(self, job: EvalJob, task: Task | None = None) -> Future:
         """Queue ``job``; ``task`` (the loaded task, when the caller has it) saves loading it by id."""
+        if os.getpid() != self._pid:  # a forked copy: the lanes stayed with the process that made them
+            return self._bridge.client().submit(job)
         if not isinstance(job, EvalJob):
             raise TypeError(f"submit takes an EvalJob, not {type(job).__name__}")
         future: Future = Future()
@@ -135,7 +144,11 @@ class LocalService:
                               for lane in self._lanes]}
 
     def close(self) -> None:
-        """Cancel the queued jobs, let running ones finish, end the lanes and their workers."""
+        """Cancel the queued jobs, let running ones finish, end the lanes and their workers. In a
+        forked copy, drop this process's connection only: the service is its maker's to close."""
+        if os.getpid() != self._pid:
+            self._bridge.client().close()
+            return
         with self._cond:
             if self._closed:
                 return
@@ -144,14 +157,17 @@ class LocalService:
             self._cond.notify_all()
         for pending in queued:
             pending.future.cancel()
+        self._bridge.close()
         for lane in self._lanes:
             if lane.thread is not threading.current_thread():
                 lane.thread.join()
         self._scratch.cleanup()
 
     def __reduce__(self):
-        raise TypeError("a LocalService serves the process that made it and cannot be pickled: give each "
-                        "process its own (an env's default) or share a RayService between processes")
+        """Pickled (into a spawned process, say), the service is a client of this one's lanes."""
+        if self._closed:
+            raise TypeError("this LocalService is closed: a closed service cannot be handed to another process")
+        return BridgeClient, (self._bridge.address, self._bridge.authkey, self.backend)
 
     def __deepcopy__(self, memo: dict) -> "LocalService":
         """The service itself: it is a handle on shared workers, not a value. Gymnasium deep-copies an

@@ -9,12 +9,15 @@ actors' nodes, so the tasks of ``D2K_TASKS_PATH`` must exist there too.
 
 from __future__ import annotations
 
+import os
+import secrets
 import threading
 import time
 from concurrent.futures import Future
 from typing import Any
 
 from d2k_env.evaluator.protocol import EvalResult
+from d2k_env.service.bridge import BridgeServer
 from d2k_env.service.job import EvalJob
 
 try:
@@ -55,10 +58,17 @@ class RayService:
     actor per two CPUs of the cluster) or ``auto`` (``cuda`` when the cluster has a GPU). Connects
     with ``ray.init(address=address)`` unless Ray is initialised already. An actor that dies (its
     process or its node lost) is restarted by Ray; the jobs it held come back as results whose
-    ``error`` says so, never as exceptions, and the next jobs go to the restarted actor. The object
-    pickles (into the processes of an async vector env, say) as handles on the same actors; only
-    the service that made them ends them in :meth:`close`.
+    ``error`` says so, never as exceptions, and the next jobs go to the restarted actor.
+
+    Other processes: the object pickles (into a spawned process of an async vector env, a Ray task,
+    another machine) as the names of the same actors (namespace ``d2k_env``), which the copy looks
+    up after connecting to the cluster (``ray.init(address=... or "auto")``). A forked copy cannot
+    use Ray (a Ray driver does not survive a fork): it sends its jobs to the process that made the
+    service, through :mod:`d2k_env.service.bridge`. Only the service that made the actors ends
+    them in :meth:`close`.
     """
+
+    NAMESPACE = "d2k_env"
 
     def __init__(self, backend: str = "auto", actors: int | None = None, address: str | None = None,
                  lanes_per_gpu: int = 2, jobs: int = 1, spares: bool = True):
@@ -76,15 +86,27 @@ class RayService:
         if actors < 1:
             raise ValueError(f"the {backend} backend needs at least one actor; the cluster offers {resources}")
         per_actor = {"num_gpus": 1} if backend == "cuda" else {"num_cpus": jobs}
-        self._actors = [EvalActor.options(max_restarts=-1, max_concurrency=4 * max(lanes_per_gpu, jobs), **per_actor)
-                        .remote(backend, lanes_per_gpu, jobs, spares) for _ in range(actors)]
+        # Named, so that a copy in another Ray driver (a spawned process) finds them: handles do not
+        # unpickle outside a connected driver.
+        prefix = f"d2k-eval-{secrets.token_hex(8)}"
+        self._names = [f"{prefix}-{i}" for i in range(actors)]
+        self._actors = [EvalActor.options(max_restarts=-1, max_concurrency=4 * max(lanes_per_gpu, jobs),
+                                          name=name, namespace=self.NAMESPACE, **per_actor)
+                        .remote(backend, lanes_per_gpu, jobs, spares) for name in self._names]
         self._outstanding = [0] * actors
         self._lock = threading.Lock()
         self._suspect: set[int] = set()  # actors that lost a job: pinged until they answer before the next
         self._owner = True
+        self._pid = os.getpid()
+        self._bridge: BridgeServer | None = BridgeServer(self.submit, self.backend)
 
     def submit(self, job: EvalJob, task=None) -> Future:
         """Send ``job`` (its ``cache_dir`` stays here: the actor keeps a cache per ``client``)."""
+        if os.getpid() != self._pid:  # a forked copy: Ray stayed with the process that made the copy
+            if self._bridge is None:
+                raise RuntimeError("this RayService was forked from a process that did not make it: hand it to "
+                                   "the process by pickling (a spawned async vector env), not by fork")
+            return self._bridge.client().submit(job)
         if not isinstance(job, EvalJob):
             raise TypeError(f"submit takes an EvalJob, not {type(job).__name__}")
         with self._lock:
@@ -125,7 +147,14 @@ class RayService:
                 "outstanding": list(self._outstanding)}
 
     def close(self) -> None:
-        """End the actors (only the service that made them does; a pickled copy lets go)."""
+        """End the actors (only the service that made them does; a pickled copy lets go, a forked one
+        drops its connection)."""
+        if os.getpid() != self._pid:
+            if self._bridge is not None:
+                self._bridge.client().close()
+            return
+        if self._bridge is not None:
+            self._bridge.close()
         if self._owner:
             for actor in self._actors:
                 ray.kill(actor, no_restart=True)
@@ -162,14 +191,20 @@ class RayService:
         return self
 
     def __getstate__(self) -> dict:
-        return {"backend": self.backend, "address": self.address, "actors": self._actors,
-                "outstanding": [0] * len(self._actors)}
+        return {"backend": self.backend, "address": self.address, "names": list(self._names)}
 
     def __setstate__(self, state: dict) -> None:
         if not ray.is_initialized():
             ray.init(address=state["address"] or "auto")
-        self.backend, self.address, self._actors = state["backend"], state["address"], state["actors"]
-        self._outstanding = state["outstanding"]
+        self.backend, self.address, self._names = state["backend"], state["address"], state["names"]
+        try:
+            self._actors = [ray.get_actor(name, namespace=self.NAMESPACE) for name in self._names]
+        except ValueError as exc:
+            raise RuntimeError(f"the RayService's actors are gone from the cluster (its maker closed it or "
+                               f"ended): {exc}") from None
+        self._outstanding = [0] * len(self._actors)
         self._lock = threading.Lock()
         self._suspect = set()
         self._owner = False
+        self._pid = os.getpid()
+        self._bridge = None

@@ -15,15 +15,23 @@ WebSocket session (:class:`~d2k_env.integrations.openenv.client.KernelEnvClient`
 from __future__ import annotations
 
 import argparse
+import os
 import threading
 import uuid
 from typing import Any
 
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import ConcurrencyConfig
 
 from d2k_env.integrations.common import LazyEnv
+from d2k_env.integrations.openenv.guard import SessionGuard
 from d2k_env.integrations.openenv.models import KernelAction, KernelObservation, KernelState
+
+
+class NoEpisode(RuntimeError):
+    """A step with no episode running: before the session's first reset, or over HTTP, where every
+    request gets a fresh env."""
 
 
 class KernelEnvironment(Environment[KernelAction, KernelObservation, KernelState]):
@@ -46,6 +54,10 @@ class KernelEnvironment(Environment[KernelAction, KernelObservation, KernelState
         task = task or self._default_task
         if task is None:
             raise ValueError("reset needs a task (this server has no default task)")
+        from d2k_env.task import task_ids
+
+        if task not in (registered := task_ids()):
+            raise ValueError(f"unknown task {str(task)[:100]!r}; the registered tasks: {', '.join(registered)}")
         text, info = self._env.reset(task, guidance, seed)
         self._episode_id = episode_id or uuid.uuid4().hex
         self._reward = 0.0
@@ -53,6 +65,9 @@ class KernelEnvironment(Environment[KernelAction, KernelObservation, KernelState
 
     def step(self, action: KernelAction, timeout_s: float | None = None, **kwargs: Any) -> KernelObservation:
         """Take one tool call; ``done`` once submitted or out of budget (``truncated`` says which)."""
+        if self._env.env is None or self._env.env.workspace is None:
+            raise NoEpisode("no episode is running: reset first (over HTTP every request gets a fresh env, so an "
+                            "episode of several steps needs the WebSocket session, /ws)")
         text, reward, terminated, truncated, info = self._env.step({"tool": action.tool, "args": action.args})
         self._reward += reward
         return _observation(text, reward, terminated, truncated, info)
@@ -107,26 +122,66 @@ class SharedService:
                 self._service = None
 
 
+def default_task(task: str | None = None) -> str:
+    """The task of a reset that names none: ``task``, else ``$D2K_TASK``, else the first registered
+    task. A ValueError, at start, for a task that is not registered."""
+    from d2k_env.task import task_ids
+
+    registered = task_ids()
+    chosen = task or os.environ.get("D2K_TASK") or registered[0]
+    if chosen not in registered:
+        raise ValueError(f"the default task {chosen!r} (--task or $D2K_TASK) is none of the registered tasks: "
+                         f"{', '.join(registered)}")
+    return chosen
+
+
 def make_app(task: str | None = None, max_concurrent_envs: int = 8, backend: str = "auto",
-             service_options: dict[str, Any] | None = None, **env_kwargs: Any):
+             service_options: dict[str, Any] | None = None, token: str | None = None,
+             per_client: int | None = None, idle_timeout_s: float | None = 1800.0, **env_kwargs: Any):
     """The FastAPI app serving :class:`KernelEnvironment` sessions (at most ``max_concurrent_envs``
-    at once; a further one is refused until one closes).
+    at once; a further one is refused until one closes). A reset that names no task starts
+    :func:`default_task`'s (``task``, ``$D2K_TASK`` or the first registered task).
+
+    Limits (:class:`~d2k_env.integrations.openenv.guard.SessionGuard`): ``token`` (default:
+    ``$D2K_OPENENV_TOKEN``; none: open to anyone who reaches the port) is the bearer token every
+    request but ``/health`` must carry; ``per_client`` caps one client address's open sessions; a
+    session idle for ``idle_timeout_s`` (None: never) is ended. Sessions are WebSockets only: an
+    HTTP ``openenv/session/create`` is refused (it held a slot until closed by id).
 
     ``env_kwargs`` go to each session's :class:`~d2k_env.env.KernelEnv`. Unless they name an
     ``evaluator``, the sessions share one :class:`SharedService` of ``backend`` configured by
     ``service_options`` (e.g. ``jobs``, ``gpus``); ``app.state.d2k_service.close()`` ends it (the
     process's exit does too).
     """
+    task = default_task(task)
     if "evaluator" not in env_kwargs:
         env_kwargs["evaluator"] = SharedService(backend, **(service_options or {}))
 
     def factory() -> KernelEnvironment:
         return KernelEnvironment(task, backend=backend, **env_kwargs)
 
-    app = create_app(factory, KernelAction, KernelObservation, env_name="d2k_env",
-                     max_concurrent_envs=max_concurrent_envs)
+    limits = ConcurrencyConfig(max_concurrent_envs=max_concurrent_envs, session_timeout=idle_timeout_s)
+    app = create_app(factory, KernelAction, KernelObservation, env_name="d2k_env", concurrency_config=limits)
     app.state.d2k_service = env_kwargs["evaluator"]
+    app.add_middleware(SessionGuard, token=token or os.environ.get("D2K_OPENENV_TOKEN"), per_client=per_client)
+    for error, status in ERROR_STATUS.items():
+        app.add_exception_handler(error, _error_reply(status))
     return app
+
+
+# An HTTP route's exception as a status and a JSON body {"error": type, "message": text} (it was a
+# 500 with a bare "Internal Server Error"): bad arguments (an unknown task or guidance) are the
+# client's, a step without an episode a conflict, anything else the server's.
+ERROR_STATUS = {ValueError: 400, NoEpisode: 409, Exception: 500}
+
+
+def _error_reply(status: int):
+    from fastapi.responses import JSONResponse
+
+    def reply(request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"error": type(exc).__name__, "message": str(exc)[:2000]}, status_code=status)
+
+    return reply
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -136,12 +191,17 @@ def main(argv: list[str] | None = None) -> None:
                                      description="Serve the kernel tasks as an OpenEnv environment.")
     parser.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to accept other machines")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--task", default=None, help="the task of a reset that names none")
+    parser.add_argument("--task", default=None,
+                        help="the task of a reset that names none (default: $D2K_TASK, else the first registered task)")
     parser.add_argument("--backend", default="auto", choices=("auto", "cuda", "interpreter"))
     parser.add_argument("--reward", default="speedup")
     parser.add_argument("--max-concurrent-envs", type=int, default=8)
     parser.add_argument("--jobs", type=int, default=None, help="interpreter lanes (default: one per CPU)")
+    parser.add_argument("--per-client", type=int, default=None, help="open sessions one client address may hold")
+    parser.add_argument("--idle-timeout", type=float, default=1800.0, help="seconds before an idle session ends")
     args = parser.parse_args(argv)
     options = {} if args.jobs is None else {"jobs": args.jobs}
-    app = make_app(args.task, args.max_concurrent_envs, args.backend, options, reward=args.reward)
+    # The bearer token comes from $D2K_OPENENV_TOKEN only: a command line is visible to every user.
+    app = make_app(args.task, args.max_concurrent_envs, args.backend, options, per_client=args.per_client,
+                   idle_timeout_s=args.idle_timeout, reward=args.reward)
     uvicorn.run(app, host=args.host, port=args.port)
