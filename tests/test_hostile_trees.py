@@ -17,7 +17,6 @@ import inspect
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -78,9 +77,6 @@ def test_a_deep_chain_is_removed_without_recursion(fast_tmp, depth, monkeypatch)
     root = fast_tmp / "deep"
     root.mkdir()
     chain(root, depth)
-    if depth == 1500:  # what the remover replaced: it gives up at this depth, whatever it is told
-        with pytest.raises(RecursionError):
-            shutil.rmtree(root, ignore_errors=True)
     counted = _Counted(monkeypatch)
     assert removal.remove_tree(root)
     assert not root.exists()
