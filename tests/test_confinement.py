@@ -151,12 +151,16 @@ MEMORY_HOG = textwrap.dedent("""
 
 def test_running_out_of_memory_is_named(tmp_path, monkeypatch):
     """Over the cgroup's limit the kernel kills the worker; over the address space, the allocation
-    fails. Either way the verdict says memory ran out, not only 'SIGKILL'."""
+    fails. Either way the verdict says memory ran out, not only 'SIGKILL'. (Where no memory cgroup
+    can be made, as on the H100 machine, the resident case has no limit to hit: its verdict is then
+    not asserted, and the result must say the cgroup was absent.)"""
     monkeypatch.setattr(sandbox, "MEMORY_LIMIT", 2**30)
     monkeypatch.setattr(sandbox, "ADDRESS_SPACE_SLACK", 6 * 2**30)
     for name, size in (("resident", 3 * 2**30), ("address-space", 16 * 2**30)):
         (tmp_path / name).mkdir()
         result, _ = _evaluate(tmp_path / name, monkeypatch, MEMORY_HOG.replace("@N@", str(size)))
+        if name == "resident" and result.sandbox.get("cgroup", "").startswith("absent"):
+            continue
         verdict = result.error or " ".join(w.message for w in result.workloads)
         assert "[memory]" in verdict, (name, verdict)
 
