@@ -282,3 +282,29 @@ def test_one_client_holds_at_most_per_client_sessions():
             await third.close()
 
         asyncio.run(run())
+
+
+def test_openenv_core_s_mcp_tool_client_lists_and_calls_the_tools(server):
+    # echo_env's client is openenv-core's MCPToolClient: list_tools and call_tool are steps over /ws
+    # of type list_tools and call_tool (a typed server refused them: 'tool' is required).
+    from openenv.core.mcp_client import MCPToolClient
+
+    from d2k_env.tools import TOOLS
+
+    async def run():
+        async with MCPToolClient(base_url=server, message_timeout_s=120) as env:
+            tools = await env.list_tools()  # before any reset: listing needs no episode
+            await env.reset()
+            written = await env.call_tool("write_file", path="notes.txt", content="via MCP\n")
+            read = await env.call_tool("read_file", path="notes.txt")
+            with pytest.raises(RuntimeError, match="no_such_file.py"):
+                await env.call_tool("read_file", path="no_such_file.py")
+            with pytest.raises(RuntimeError, match="no tool 'no_such_tool'.*tool_not_found"):
+                await env.call_tool("no_such_tool")
+            return tools, written, read, await env.state()
+
+    tools, written, read, state = asyncio.run(run())
+    assert [t.name for t in tools] == list(TOOLS)
+    assert tools[2].input_schema["required"] == ["path", "content"]
+    assert "notes.txt" in written and "via MCP" in read
+    assert state.step_count == 3  # the unknown tool took no step

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
 from openenv.core.env_server.types import Action, Observation, State
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from d2k_env.tools import TOOLS
 
@@ -18,6 +19,25 @@ class KernelAction(Action):
 
     tool: ToolName = Field(description="the tool to call, e.g. write_file")
     args: dict[str, Any] = Field(default_factory=dict, description="the tool's arguments")
+
+
+# openenv-core's MCP actions, by the "type" its MCPToolClient sends in a step over /ws.
+MCP_ACTIONS: dict[str, type[Action]] = {"list_tools": ListToolsAction, "call_tool": CallToolAction}
+
+
+class ServedAction(KernelAction):
+    """What the server reads a step as: openenv-core's ``ListToolsAction`` or ``CallToolAction``
+    when its ``type`` says so (what ``MCPToolClient.list_tools``/``call_tool`` send), else a
+    :class:`KernelAction`. openenv-core routes those types itself only for a server whose action
+    class is the generic ``Action``; this server's is typed, so it routes them here."""
+
+    model_config = ConfigDict(title="KernelAction")  # the schema clients see is KernelAction's
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Action:  # type: ignore[override]
+        if isinstance(obj, dict) and obj.get("type") in MCP_ACTIONS:
+            return MCP_ACTIONS[obj["type"]].model_validate(obj, **kwargs)
+        return KernelAction.model_validate(obj, **kwargs)
 
 
 class KernelObservation(Observation):

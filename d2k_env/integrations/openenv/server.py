@@ -10,6 +10,9 @@ Serve it with ``python -m d2k_env.integrations.openenv --port 8000`` (``--help``
 options), or ``uvicorn`` on the app :func:`make_app` returns. The HTTP ``/reset`` and ``/step``
 routes of OpenEnv make a fresh env per request, so an episode of several steps needs the
 WebSocket session (:class:`~d2k_env.integrations.openenv.client.KernelEnvClient`).
+
+openenv-core's ``MCPToolClient`` works too: its ``list_tools`` lists the env's tools with their
+JSON schemas and its ``call_tool(name, **args)`` is the same step (see :meth:`KernelEnvironment.step`).
 """
 
 from __future__ import annotations
@@ -22,11 +25,14 @@ from typing import Any
 
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import ConcurrencyConfig
+from openenv.core.env_server.mcp_types import (CallToolAction, CallToolObservation, ListToolsAction,
+                                               ListToolsObservation, Tool, ToolError, ToolErrorType)
+from openenv.core.env_server.types import ConcurrencyConfig, Observation
 
 from d2k_env.integrations.common import LazyEnv
 from d2k_env.integrations.openenv.guard import SessionGuard
-from d2k_env.integrations.openenv.models import KernelAction, KernelObservation, KernelState
+from d2k_env.integrations.openenv.models import KernelAction, KernelObservation, KernelState, ServedAction
+from d2k_env.tools import TOOLS
 
 
 class NoEpisode(RuntimeError):
@@ -63,14 +69,34 @@ class KernelEnvironment(Environment[KernelAction, KernelObservation, KernelState
         self._reward = 0.0
         return _observation(text, 0.0, False, False, info)
 
-    def step(self, action: KernelAction, timeout_s: float | None = None, **kwargs: Any) -> KernelObservation:
-        """Take one tool call; ``done`` once submitted or out of budget (``truncated`` says which)."""
+    def step(self, action: KernelAction | ListToolsAction | CallToolAction, timeout_s: float | None = None,
+             **kwargs: Any) -> Observation:
+        """Take one tool call; ``done`` once submitted or out of budget (``truncated`` says which).
+
+        openenv-core's MCP actions are answered as its ``MCPToolClient`` expects: ``list_tools`` with
+        the tools and their JSON schemas (no episode needed, no step taken), ``call_tool`` as the
+        same tool call, its text the ``result`` and a refusal the ``error`` (the client raises it)."""
+        if isinstance(action, ListToolsAction):
+            return ListToolsObservation(tools=MCP_TOOLS, reward=None, done=False)
+        if isinstance(action, CallToolAction):
+            return self._call_tool(action)
         if self._env.env is None or self._env.env.workspace is None:
             raise NoEpisode("no episode is running: reset first (over HTTP every request gets a fresh env, so an "
                             "episode of several steps needs the WebSocket session, /ws)")
         text, reward, terminated, truncated, info = self._env.step({"tool": action.tool, "args": action.args})
         self._reward += reward
         return _observation(text, reward, terminated, truncated, info)
+
+    def _call_tool(self, action: CallToolAction) -> CallToolObservation:
+        if action.tool_name not in TOOLS:  # refused before it takes a step, as an MCP server does
+            error = ToolError(error_type=ToolErrorType.TOOL_NOT_FOUND,
+                              message=f"no tool {action.tool_name[:100]!r}; the tools: {', '.join(TOOLS)}")
+            return CallToolObservation(tool_name=action.tool_name, error=error, reward=0.0, done=False)
+        observation = self.step(KernelAction(tool=action.tool_name, args=action.arguments))
+        error = None if observation.error is None else ToolError(error_type=ToolErrorType.EXECUTION_ERROR,
+                                                                 message=observation.error)
+        return CallToolObservation(tool_name=action.tool_name, result=observation.text, error=error,
+                                   reward=observation.reward, done=observation.done)
 
     @property
     def state(self) -> KernelState:
@@ -84,6 +110,10 @@ class KernelEnvironment(Environment[KernelAction, KernelObservation, KernelState
 
     def close(self) -> None:
         self._env.close()
+
+
+# The env's tools as openenv-core's MCP tool specs (name, description, JSON schema of the arguments).
+MCP_TOOLS = [Tool(name=tool.name, description=tool.description, input_schema=tool.schema) for tool in TOOLS.values()]
 
 
 def _observation(text: str, reward: float, terminated: bool, truncated: bool,
@@ -161,7 +191,7 @@ def make_app(task: str | None = None, max_concurrent_envs: int = 8, backend: str
         return KernelEnvironment(task, backend=backend, **env_kwargs)
 
     limits = ConcurrencyConfig(max_concurrent_envs=max_concurrent_envs, session_timeout=idle_timeout_s)
-    app = create_app(factory, KernelAction, KernelObservation, env_name="d2k_env", concurrency_config=limits)
+    app = create_app(factory, ServedAction, KernelObservation, env_name="d2k_env", concurrency_config=limits)
     app.state.d2k_service = env_kwargs["evaluator"]
     app.add_middleware(SessionGuard, token=token or os.environ.get("D2K_OPENENV_TOKEN"), per_client=per_client)
     for error, status in ERROR_STATUS.items():
