@@ -308,3 +308,34 @@ def test_openenv_core_s_mcp_tool_client_lists_and_calls_the_tools(server):
     assert tools[2].input_schema["required"] == ["path", "content"]
     assert "notes.txt" in written and "via MCP" in read
     assert state.step_count == 3  # the unknown tool took no step
+
+
+NO_TIMING = "this server evaluates on the interpreter backend, which does not time kernels"
+
+
+def test_the_metadata_names_the_backend_and_a_client_can_require_timing(server):
+    metadata = httpx.get(f"{server}/metadata", timeout=30).json()
+    assert (metadata["backend"], metadata["timed"], metadata["reward"]) == ("interpreter", False, "speedup")
+    assert metadata["require_timing"] is False and metadata["default_task"] == TASK and TASK in metadata["tasks"]
+
+    async def run():
+        env = await opened(server)
+        try:
+            with pytest.raises(RuntimeError, match=NO_TIMING):
+                await env.reset(require_timing=True)
+            with pytest.raises(RuntimeError, match="require_timing must be true or false"):
+                await env.reset(require_timing="no")
+            return await env.reset(seed=0)  # the session is still usable
+        finally:
+            await env.close()
+
+    assert asyncio.run(run()).observation.task == TASK
+
+
+def test_a_server_that_requires_timing_refuses_a_speedup_reward_without_it():
+    with serving(require_timing=True) as url:
+        assert httpx.get(f"{url}/metadata", timeout=30).json()["require_timing"] is True
+        refused = httpx.post(f"{url}/reset", json={}, timeout=30)
+        assert refused.status_code == 400 and NO_TIMING in refused.json()["message"]
+    with serving(require_timing=True, reward="binary") as url:  # a binary reward needs no timing
+        assert httpx.post(f"{url}/reset", json={}, timeout=30).status_code == 200

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
-from openenv.core.env_server.types import Action, Observation, State
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import ConfigDict, Field
 
 from d2k_env.tools import TOOLS
@@ -67,3 +67,16 @@ class KernelState(State):
     terminated: bool = Field(default=False, description="the solution was submitted")
     reward: float = Field(default=0.0, description="the episode's reward so far (its submit's)")
     files: dict[str, str] = Field(default_factory=dict, description="the workspace's files")
+
+
+class KernelMetadata(EnvironmentMetadata):
+    """``GET /metadata``: OpenEnv's description of the env, and how this server pays. On the
+    interpreter backend kernels run on the CPU untimed, so a ``speedup`` reward pays 1.0 per correct
+    kernel; a client that wants speedups checks ``timed``, or resets with ``require_timing=True``."""
+
+    backend: Literal["cuda", "interpreter"] = Field(description="where solutions are evaluated")
+    timed: bool = Field(description="kernels are timed: the reward's speedups are measured")
+    reward: str = Field(description="the reward of a submit: speedup, log_speedup or binary")
+    require_timing: bool = Field(description="every reset refuses a speedup reward without timing")
+    default_task: str | None = Field(default=None, description="the task of a reset that names none")
+    tasks: list[str] = Field(default_factory=list, description="the registered tasks")
