@@ -339,3 +339,68 @@ def test_a_server_that_requires_timing_refuses_a_speedup_reward_without_it():
         assert refused.status_code == 400 and NO_TIMING in refused.json()["message"]
     with serving(require_timing=True, reward="binary") as url:  # a binary reward needs no timing
         assert httpx.post(f"{url}/reset", json={}, timeout=30).status_code == 200
+
+
+def test_a_client_s_normal_disconnect_logs_no_traceback():
+    # Each disconnect logged a 65-line ASGI traceback: openenv-core closes the session's WebSocket
+    # after its client has, and uvicorn raises ClientDisconnected for that close. The server runs as
+    # deployed, in its own process with uvicorn's logging; SIGTERM waits for its connections' tasks.
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    server = subprocess.Popen([sys.executable, "-m", "d2k_env.integrations.openenv", "--port", str(port), "--task",
+                               TASK, "--backend", "interpreter", "--jobs", "1", "--max-concurrent-envs", "1"],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None and time.monotonic() < deadline, "the server did not start"
+            try:
+                httpx.get(f"{url}/health", timeout=5)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+
+        async def run():
+            client = await opened(url)  # closes with OpenEnv's close message
+            await client.reset(seed=0)
+            await client.close()
+            async with websockets.connect(url.replace("http", "ws") + "/ws") as raw:  # drops the connection
+                await raw.send(json.dumps({"type": "state", "data": {}}))
+                await raw.recv()
+            last = await opened(url)  # one session at a time: both earlier ones have ended
+            await last.close()
+
+        asyncio.run(run())
+    finally:
+        server.send_signal(signal.SIGTERM)
+        log = server.communicate(timeout=60)[0]
+    assert log.count('"WebSocket /ws" [accepted]') >= 3, log  # refused tries are accepted, then refused
+    assert "Traceback" not in log and "ERROR" not in log, log
+
+
+def test_only_a_close_that_finds_the_client_gone_is_quiet():
+    from d2k_env.integrations.openenv.guard import _closing_quietly
+
+    async def gone(message):
+        raise OSError("the client has gone")  # what ASGI servers raise for a closed connection
+
+    async def broken(message):
+        raise RuntimeError("a real fault")
+
+    async def run():
+        await _closing_quietly(gone)({"type": "websocket.close", "code": 1000})  # done: nobody to tell
+        with pytest.raises(OSError):
+            await _closing_quietly(gone)({"type": "websocket.send", "text": "{}"})
+        with pytest.raises(RuntimeError, match="a real fault"):
+            await _closing_quietly(broken)({"type": "websocket.close", "code": 1000})
+
+    asyncio.run(run())
