@@ -282,3 +282,125 @@ def test_one_client_holds_at_most_per_client_sessions():
             await third.close()
 
         asyncio.run(run())
+
+
+def test_openenv_core_s_mcp_tool_client_lists_and_calls_the_tools(server):
+    # echo_env's client is openenv-core's MCPToolClient: list_tools and call_tool are steps over /ws
+    # of type list_tools and call_tool (a typed server refused them: 'tool' is required).
+    from openenv.core.mcp_client import MCPToolClient
+
+    from d2k_env.tools import TOOLS
+
+    async def run():
+        async with MCPToolClient(base_url=server, message_timeout_s=120) as env:
+            tools = await env.list_tools()  # before any reset: listing needs no episode
+            await env.reset()
+            written = await env.call_tool("write_file", path="notes.txt", content="via MCP\n")
+            read = await env.call_tool("read_file", path="notes.txt")
+            with pytest.raises(RuntimeError, match="no_such_file.py"):
+                await env.call_tool("read_file", path="no_such_file.py")
+            with pytest.raises(RuntimeError, match="no tool 'no_such_tool'.*tool_not_found"):
+                await env.call_tool("no_such_tool")
+            return tools, written, read, await env.state()
+
+    tools, written, read, state = asyncio.run(run())
+    assert [t.name for t in tools] == list(TOOLS)
+    assert tools[2].input_schema["required"] == ["path", "content"]
+    assert "notes.txt" in written and "via MCP" in read
+    assert state.step_count == 3  # the unknown tool took no step
+
+
+NO_TIMING = "this server evaluates on the interpreter backend, which does not time kernels"
+
+
+def test_the_metadata_names_the_backend_and_a_client_can_require_timing(server):
+    metadata = httpx.get(f"{server}/metadata", timeout=30).json()
+    assert (metadata["backend"], metadata["timed"], metadata["reward"]) == ("interpreter", False, "speedup")
+    assert metadata["require_timing"] is False and metadata["default_task"] == TASK and TASK in metadata["tasks"]
+
+    async def run():
+        env = await opened(server)
+        try:
+            with pytest.raises(RuntimeError, match=NO_TIMING):
+                await env.reset(require_timing=True)
+            with pytest.raises(RuntimeError, match="require_timing must be true or false"):
+                await env.reset(require_timing="no")
+            return await env.reset(seed=0)  # the session is still usable
+        finally:
+            await env.close()
+
+    assert asyncio.run(run()).observation.task == TASK
+
+
+def test_a_server_that_requires_timing_refuses_a_speedup_reward_without_it():
+    with serving(require_timing=True) as url:
+        assert httpx.get(f"{url}/metadata", timeout=30).json()["require_timing"] is True
+        refused = httpx.post(f"{url}/reset", json={}, timeout=30)
+        assert refused.status_code == 400 and NO_TIMING in refused.json()["message"]
+    with serving(require_timing=True, reward="binary") as url:  # a binary reward needs no timing
+        assert httpx.post(f"{url}/reset", json={}, timeout=30).status_code == 200
+
+
+def test_a_client_s_normal_disconnect_logs_no_traceback():
+    # Each disconnect logged a 65-line ASGI traceback: openenv-core closes the session's WebSocket
+    # after its client has, and uvicorn raises ClientDisconnected for that close. The server runs as
+    # deployed, in its own process with uvicorn's logging; SIGTERM waits for its connections' tasks.
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    server = subprocess.Popen([sys.executable, "-m", "d2k_env.integrations.openenv", "--port", str(port), "--task",
+                               TASK, "--backend", "interpreter", "--jobs", "1", "--max-concurrent-envs", "1"],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None and time.monotonic() < deadline, "the server did not start"
+            try:
+                httpx.get(f"{url}/health", timeout=5)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+
+        async def run():
+            client = await opened(url)  # closes with OpenEnv's close message
+            await client.reset(seed=0)
+            await client.close()
+            async with websockets.connect(url.replace("http", "ws") + "/ws") as raw:  # drops the connection
+                await raw.send(json.dumps({"type": "state", "data": {}}))
+                await raw.recv()
+            last = await opened(url)  # one session at a time: both earlier ones have ended
+            await last.close()
+
+        asyncio.run(run())
+    finally:
+        server.send_signal(signal.SIGTERM)
+        log = server.communicate(timeout=60)[0]
+    assert log.count('"WebSocket /ws" [accepted]') >= 3, log  # refused tries are accepted, then refused
+    assert "Traceback" not in log and "ERROR" not in log, log
+
+
+def test_only_a_close_that_finds_the_client_gone_is_quiet():
+    from d2k_env.integrations.openenv.guard import _closing_quietly
+
+    async def gone(message):
+        raise OSError("the client has gone")  # what ASGI servers raise for a closed connection
+
+    async def broken(message):
+        raise RuntimeError("a real fault")
+
+    async def run():
+        await _closing_quietly(gone)({"type": "websocket.close", "code": 1000})  # done: nobody to tell
+        with pytest.raises(OSError):
+            await _closing_quietly(gone)({"type": "websocket.send", "text": "{}"})
+        with pytest.raises(RuntimeError, match="a real fault"):
+            await _closing_quietly(broken)({"type": "websocket.close", "code": 1000})
+
+    asyncio.run(run())

@@ -9,7 +9,11 @@ server ran. :class:`SessionGuard`:
   WebSocket: closed before it is accepted), ``/health`` excepted;
 - refuses ``openenv/session/create`` over HTTP (403): a session of this server is its WebSocket,
   which ends with the connection (the env has no MCP tools, so an HTTP MCP session serves nothing);
-- with ``per_client``, refuses a client (by address) a WebSocket beyond that many open at once.
+- with ``per_client``, refuses a client (by address) a WebSocket beyond that many open at once;
+- lets a WebSocket's close find its client gone: openenv-core closes every session's WebSocket when
+  it ends, also after the client has closed it, and the ASGI server raised (uvicorn's
+  ``ClientDisconnected``, an ``OSError`` as ASGI specifies) for each normal disconnect, logged as a
+  65-line traceback. Only that close is quiet; any other failure is logged as before.
 
 Idle sessions end after openenv-core's ``session_timeout`` (see :func:`.server.make_app`).
 """
@@ -18,10 +22,12 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 from collections import Counter
 from typing import Any, Callable
 
 OPEN_PATHS = ("/health",)  # answered without the token: a load balancer's probe
+log = logging.getLogger(__name__)
 
 
 class SessionGuard:
@@ -50,7 +56,7 @@ class SessionGuard:
             return await _refuse(scope, send, 429, f"this client has {self.per_client} sessions open, its limit")
         self._open[client] += 1
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, _closing_quietly(send))
         finally:
             self._open[client] -= 1
             if not self._open[client]:
@@ -60,6 +66,22 @@ class SessionGuard:
         headers = dict(scope.get("headers") or [])
         given = headers.get(b"authorization", b"").decode("latin-1")
         return hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode())
+
+
+def _closing_quietly(send: Callable) -> Callable:
+    """``send``, where a WebSocket close that finds the connection closed already is done: the ASGI
+    server's OSError says there is nobody left to tell. Every other message, and any other error of
+    a close, goes through as it was."""
+
+    async def sending(message: dict) -> None:
+        if message["type"] != "websocket.close":
+            return await send(message)
+        try:
+            await send(message)
+        except OSError as exc:
+            log.debug("the WebSocket was closed by its client already (%s)", type(exc).__name__)
+
+    return sending
 
 
 async def _read_body(receive: Callable) -> tuple[bytes, Callable]:

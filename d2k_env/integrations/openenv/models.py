@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from openenv.core.env_server.types import Action, Observation, State
-from pydantic import Field
+from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
+from pydantic import ConfigDict, Field
 
 from d2k_env.tools import TOOLS
 
@@ -18,6 +19,25 @@ class KernelAction(Action):
 
     tool: ToolName = Field(description="the tool to call, e.g. write_file")
     args: dict[str, Any] = Field(default_factory=dict, description="the tool's arguments")
+
+
+# openenv-core's MCP actions, by the "type" its MCPToolClient sends in a step over /ws.
+MCP_ACTIONS: dict[str, type[Action]] = {"list_tools": ListToolsAction, "call_tool": CallToolAction}
+
+
+class ServedAction(KernelAction):
+    """What the server reads a step as: openenv-core's ``ListToolsAction`` or ``CallToolAction``
+    when its ``type`` says so (what ``MCPToolClient.list_tools``/``call_tool`` send), else a
+    :class:`KernelAction`. openenv-core routes those types itself only for a server whose action
+    class is the generic ``Action``; this server's is typed, so it routes them here."""
+
+    model_config = ConfigDict(title="KernelAction")  # the schema clients see is KernelAction's
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Action:  # type: ignore[override]
+        if isinstance(obj, dict) and obj.get("type") in MCP_ACTIONS:
+            return MCP_ACTIONS[obj["type"]].model_validate(obj, **kwargs)
+        return KernelAction.model_validate(obj, **kwargs)
 
 
 class KernelObservation(Observation):
@@ -47,3 +67,16 @@ class KernelState(State):
     terminated: bool = Field(default=False, description="the solution was submitted")
     reward: float = Field(default=0.0, description="the episode's reward so far (its submit's)")
     files: dict[str, str] = Field(default_factory=dict, description="the workspace's files")
+
+
+class KernelMetadata(EnvironmentMetadata):
+    """``GET /metadata``: OpenEnv's description of the env, and how this server pays. On the
+    interpreter backend kernels run on the CPU untimed, so a ``speedup`` reward pays 1.0 per correct
+    kernel; a client that wants speedups checks ``timed``, or resets with ``require_timing=True``."""
+
+    backend: Literal["cuda", "interpreter"] = Field(description="where solutions are evaluated")
+    timed: bool = Field(description="kernels are timed: the reward's speedups are measured")
+    reward: str = Field(description="the reward of a submit: speedup, log_speedup or binary")
+    require_timing: bool = Field(description="every reset refuses a speedup reward without timing")
+    default_task: str | None = Field(default=None, description="the task of a reset that names none")
+    tasks: list[str] = Field(default_factory=list, description="the registered tasks")
