@@ -154,6 +154,36 @@ def test_a_real_evaluation_through_the_server(server):
     assert state.terminated and state.reward == 1.0
 
 
+def test_a_session_s_slow_policy_check_stalls_no_other_session():
+    """The red-team case: one session's source whose analysis ran to its time limit made another
+    session's honest run_tests wait 123 s (every check waited for the one analysis child). Here the
+    warm analysis child is taken and held, as a check in flight that never answers; another session's
+    run_tests through the server must still be answered, correct, while it is held."""
+    from d2k_env.evaluator import policy_service
+
+    async def honest(url):
+        env = await opened(url, message_timeout_s=120)
+        try:
+            await env.reset(task=TASK, seed=0)
+            await env.step(call("write_file", path="solution.py",
+                                content=(ROOT / "references" / f"{TASK}.py").read_text()))
+            return await env.step(call("run_tests"))
+        finally:
+            await env.close()
+
+    with serving(service_options={"jobs": 2}) as url:
+        service = policy_service._service
+        held = service._take()  # the slow session's check, in flight
+        try:
+            tested = asyncio.run(honest(url))
+            assert service.busy == 1, "the held check ended before the other session was answered"
+        finally:
+            service._give_back(held, healthy=True)
+    evaluation = tested.observation.evaluation
+    assert evaluation["mode"] == "test" and evaluation["error"] is None, evaluation
+    assert evaluation["workloads"] and all(w["correct"] for w in evaluation["workloads"]), evaluation
+
+
 # -- OpenEnv's conventions (issue 26, item 4) ---------------------------------------------------------
 ENV_DIR = ROOT / "environments" / "d2k_kernel_env"
 
