@@ -166,19 +166,24 @@ def kill_descendants(root: int) -> int:
 # -- the supervisor ----------------------------------------------------------------------------------
 
 _CONFINE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "confine.py")
+_REMOVAL = os.path.join(os.path.dirname(os.path.dirname(_CONFINE)), "removal.py")
+_loaded: dict[str, object] = {}
 
 
-_confine = None
+def _load_by_path(name: str, path: str):
+    """The standard-library-only module at ``path``, loaded by path once: the supervisor never
+    imports the package."""
+    if name not in _loaded:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _loaded[name] = module
+    return _loaded[name]
 
 
 def load_confine():
-    """confine.py, loaded by path (once): the supervisor never imports the package."""
-    global _confine
-    if _confine is None:
-        spec = importlib.util.spec_from_file_location("d2k_confine", _CONFINE)
-        _confine = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(_confine)
-    return _confine
+    """confine.py (see :func:`_load_by_path`)."""
+    return _load_by_path("d2k_confine", _CONFINE)
 
 
 def _spawn_worker(channel_fd: int, stdin_fd: int, layers_fd: int, confinement, cgroup, launcher: list[str],
@@ -409,11 +414,7 @@ def _remove_worker_directory() -> None:
     directory = os.path.dirname(os.getcwd())
     if os.path.basename(directory).startswith("d2k-eval-"):
         # The package's remover (whatever tree the worker left), loaded by path like confine.py.
-        spec = importlib.util.spec_from_file_location(
-            "d2k_removal", os.path.join(os.path.dirname(os.path.dirname(_CONFINE)), "removal.py"))
-        removal = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(removal)
-        removal.remove_tree(directory)
+        _load_by_path("d2k_removal", _REMOVAL).remove_tree(directory)
 
 
 if __name__ == "__main__":
