@@ -46,11 +46,15 @@ class TorchWorkGuard(TorchDispatchMode):
         self.allowed = VIEW_AND_ALLOCATION_OPS | allowed
         self.forbidden: list[str] = []
         self.paused = 0
+        self.recorder = None  # a Recorder sees every operator (allocations and fills become its buffers and steps)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if not self.paused and func.overloadpacket.__name__ not in self.allowed:
             self.forbidden.append(str(func))
-        return func(*args, **(kwargs or {}))
+        result = func(*args, **(kwargs or {}))
+        if self.recorder is not None:
+            self.recorder.observe(func, args, kwargs or {}, result)
+        return result
 
 
 class LaunchCounter:
@@ -113,10 +117,17 @@ class LaunchCounter:
         def guarded_bench(tuner, *args, config, **meta):
             _refuse_bench_hooks(tuner, [config])
             guard.paused += 1
+            recorder = guard.recorder  # the tuner's timing launches run for real, and none is recorded
+            if recorder is not None:
+                recorder.benching += 1
+                recorder.ignoring += 1
             try:
                 return bench(tuner, *args, config=config, **meta)
             finally:
                 guard.paused -= 1
+                if recorder is not None:
+                    recorder.benching -= 1
+                    recorder.ignoring -= 1
 
         return guarded_bench
 
@@ -154,13 +165,22 @@ class LaunchCounter:
             if counter.stream is not None and torch.cuda.current_stream() != counter.stream:
                 raise RuntimeError("[side-stream] a kernel was launched on another CUDA stream than the one "
                                    "forward was called on: its work would escape the timer")
+            recorder = counter.guard.recorder
+            if recorder is not None and not recorder.benching and not kwargs.get("warmup") and \
+                    getattr(getattr(fn, "__code__", None), "co_filename", None) == counter.solution_path:
+                recorder.launch(kernel, args, kwargs, counter._guarded)  # recorded, not run: the replay runs it
+                return None
             if callable(kwargs.get("grid")):  # the grid function is host code: keep it guarded
                 kwargs["grid"] = counter._guarded(kwargs["grid"])
             counter.guard.paused += 1
+            if recorder is not None:
+                recorder.ignoring += 1
             try:
                 return run(kernel, *args, **kwargs)
             finally:
                 counter.guard.paused -= 1
+                if recorder is not None:
+                    recorder.ignoring -= 1
 
         return counted_run
 
