@@ -23,6 +23,7 @@ from d2k_env import tempdirs
 from d2k_env.evaluator.baseline_check import BaselineTimes, agree, cache_key, suspect
 from d2k_env.evaluator.gpu_lease import leased, physical_gpu
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, Mode, WorkloadResult, derive_seed, inputs_key
+from d2k_env.evaluator.recording import MAX_BYTES as MAX_RECORDING_BYTES
 from d2k_env.evaluator.memcheck import ABSENT, MEMCHECK_EXIT, MemcheckTool, find_memcheck, first_report, never_attached
 from d2k_env.evaluator.policy_service import check_solution, start as start_policy
 from d2k_env.evaluator.rules import advice
@@ -171,8 +172,9 @@ class Evaluator:
             return EvalResult(mode, self.backend, error="[policy] solution.py breaks the rules; nothing was run:\n"
                                                         + "\n".join(map(str, violations)) + "\n"
                                                         + advice(v.rule for v in violations))
-        # Each worker reads the task from a fresh private copy; the check process's copy is made
-        # after the solution process has exited, so nothing the solution did can touch it.
+        # Each worker reads the task from a fresh private copy. The solution process draws its inputs
+        # from a recording key: the inputs key, which draws every checked and timed input, never
+        # reaches it.
         seed = secrets.randbits(63) if seed is None else seed
         # A submission is also checked on held-out shapes of the task's family, drawn from its secret seed.
         heldout = [{"name": w.name, "params": w.params} for w in
@@ -180,34 +182,50 @@ class Evaluator:
                    ] if mode == "submit" else []
         req = EvalRequest(task_id=self.task.id, root="", solution_path=str(solution_path), solution_source=source,
                           mode=mode, device="cuda" if self.can_time else "cpu", workloads=names,
-                          smoke=not self.can_time, seed=inputs_key(seed), time_budget_s=self.time_budget_s,
+                          smoke=not self.can_time, seed=derive_seed(seed, "record"), time_budget_s=self.time_budget_s,
                           ceilings=self.ceilings, heldout=heldout, nonce=secrets.token_hex(16))
         timed = self.can_time and mode in TIMED_MODES
-        if timed:
-            self.pool.wait_warm()  # nothing beside a timed run: a spare still starting up would be
         leases: list[dict] = []
-        with self._lease("solution", timed, leases):
+        with self._lease("solution", mode == "profile" and timed, leases):
             result, solution = self._run(req)
-        # A submission whose published shapes pass runs its held-out shapes once more under the GPU
-        # memory checker, beside the check process (neither is timed): the solution run's own
-        # verdicts start it, the check's decide whether its finding counts.
+        recordings = tempdirs.make("recordings")
         memchecking = None
         try:
-            if timed and mode != "profile" and result.error is None:
-                self._revalidate_baselines(req, result, leases)
-            if self._memcheck_due(req, result):
-                memchecking = self._start_memcheck(req, leases)
+            _keep(solution.outputs_dir, Path(recordings.name))
+            solution.close()
             if result.error is None and mode != "profile" and any(w.correct for w in result.workloads):
-                passed = {w.name for w in result.workloads if w.correct}
-                with self._lease("check", False, leases):
-                    check, checker = self._run(dataclasses.replace(
-                        req, role="check", nonce=secrets.token_hex(16), workloads=[n for n in names if n in passed],
-                        heldout=[w for w in heldout if w["name"] in passed]), outputs=solution.outputs_dir)
-                checker.close()
-                result = merge_check(result, check)
+                # The trusted side: the recordings replayed on the secret inputs (timed when the mode is),
+                # then the check of the replay's outputs.
+                recorded = {w.name for w in result.workloads if w.correct}
+                replay_req = dataclasses.replace(
+                    req, role="replay", seed=inputs_key(seed), nonce=secrets.token_hex(16),
+                    workloads=[n for n in names if n in recorded], heldout=[w for w in heldout if w["name"] in recorded])
+                if timed:
+                    self.pool.wait_warm()  # nothing beside a timed run: a spare still starting up would be
+                with self._lease("replay", timed, leases):
+                    replayed, replayer = self._run(replay_req, outputs=Path(recordings.name), copy=True)
+                try:
+                    result = merge_replay(result, replayed)
+                    if timed and result.error is None:
+                        self._revalidate_baselines(replay_req, result, leases, Path(recordings.name))
+                    if self._memcheck_due(req, result):
+                        memchecking = self._start_memcheck(replay_req, leases, Path(recordings.name))
+                    if result.error is None and any(w.correct for w in result.workloads):
+                        passed = {w.name for w in result.workloads if w.correct}
+                        with self._lease("check", False, leases):
+                            check, checker = self._run(dataclasses.replace(
+                                replay_req, role="check", nonce=secrets.token_hex(16),
+                                workloads=[n for n in replay_req.workloads if n in passed],
+                                heldout=[w for w in replay_req.heldout if w["name"] in passed]),
+                                outputs=replayer.outputs_dir)
+                        checker.close()
+                        result = merge_check(result, check)
+                finally:
+                    replayer.close()
         finally:
             solution.close()
             memchecked = _outcome_of(memchecking)
+            recordings.cleanup()
         # Once the published shapes pass: a stray store may also have made a held-out shape wrong,
         # and the checker's verdict names the cause.
         if memchecked is not None and self._memcheck_due(req, result):
@@ -232,7 +250,8 @@ class Evaluator:
             self._lease_key = physical_gpu(self.gpu)
         return leased(self._lease_key, exclusive, phase, record, self.lease_dir)
 
-    def _revalidate_baselines(self, req: EvalRequest, result: EvalResult, leases: list[dict]) -> None:
+    def _revalidate_baselines(self, req: EvalRequest, result: EvalResult, leases: list[dict],
+                              recordings: Path) -> None:
         """Check each timed baseline median against its roofline floor and this device's earlier
         medians; re-measure the suspect workloads once (a benchmark run of those alone, under the
         exclusive lease) and take that run's times (and its verdict, should it fail there). A time
@@ -252,7 +271,7 @@ class Evaluator:
         again_req = dataclasses.replace(req, mode="benchmark", workloads=[n for n in req.workloads if n in reasons],
                                         heldout=[], nonce=secrets.token_hex(16), ceilings=result.ceilings)
         with self._lease("re-measure", True, leases):
-            again, worker = self._run(again_req)
+            again, worker = self._run(again_req, outputs=recordings, copy=True)
         worker.close()
         fresh = {w.name: w for w in again.workloads} if again.error is None else {}
         for w in result.workloads:
@@ -303,28 +322,30 @@ class Evaluator:
             return None
         return self.task.roofline(workload).floor_ms(ceilings["bandwidth_gbs"], ceilings["tflops"])
 
-    def _run(self, req: EvalRequest, outputs: Path | None = None) -> tuple[EvalResult, Worker]:
+    def _run(self, req: EvalRequest, outputs: Path | None = None, copy: bool = False) -> tuple[EvalResult, Worker]:
         """Run ``req`` on a worker of its role (see :meth:`_take_and_run`); returns the result and the
         worker, whose directory the caller removes (``close()``) once done with its outputs."""
-        req, outcome, worker = self._take_and_run(req.role, req, outputs)
+        req, outcome, worker = self._take_and_run(req.role, req, outputs, copy=copy)
         return self._result(req, outcome), worker
 
     def _take_and_run(self, kind: str, req: EvalRequest, outputs: Path | None = None,
-                      taken: tuple[Worker, bool] | None = None) -> tuple[EvalRequest, WorkerOutcome, Worker]:
+                      taken: tuple[Worker, bool] | None = None, copy: bool = False
+                      ) -> tuple[EvalRequest, WorkerOutcome, Worker]:
         """Run ``req`` (its ``root`` and ``outputs_dir`` become the worker's) on a worker of ``kind``
-        from the pool (or on ``taken``, the pool's answer already had); the check role gets the files
-        in ``outputs`` (the solution worker's) moved into its outputs directory first. Returns the
-        request as run, its outcome and the worker."""
+        from the pool (or on ``taken``, the pool's answer already had); the files in ``outputs`` (the
+        recordings for a replay, the replay's outputs for the check) are moved, or with ``copy``
+        copied, into its outputs directory first. Returns the request as run, its outcome and the worker."""
         worker, spare = taken or self.pool.take(kind)
         try:
-            req, outcome = self._dispatch(worker, req, outputs)
+            req, outcome = self._dispatch(worker, req, outputs, copy)
             if spare and not outcome.began:
                 # The spare ended before its channel carried anything (it died after the pool's check,
                 # before or while taking the request, or while still warming up): nothing of the
                 # request ran, so this is no verdict on the solution. Once more, on a fresh worker.
                 stale, worker = worker, self.pool.start(kind)
                 try:
-                    req, outcome = self._dispatch(worker, req, stale.outputs_dir if outputs is not None else None)
+                    req, outcome = self._dispatch(worker, req, outputs if copy else
+                                                  stale.outputs_dir if outputs is not None else None, copy)
                 finally:
                     stale.close()
         except BaseException:
@@ -332,19 +353,30 @@ class Evaluator:
             raise
         return req, outcome, worker
 
-    def _dispatch(self, worker: Worker, req: EvalRequest, outputs: Path | None) -> tuple[EvalRequest, WorkerOutcome]:
-        """Fill the worker's directories (the task's snapshot; the evaluator's Triton cache; the
-        entries of ``outputs``, moved: the same file system), point ``req`` at them and run it; the
-        cache entries the worker made come back. Returns the request as run and the outcome."""
+    def _dispatch(self, worker: Worker, req: EvalRequest, outputs: Path | None,
+                  copy: bool = False) -> tuple[EvalRequest, WorkerOutcome]:
+        """Fill the worker's directories (the task's snapshot; the Triton cache of its side of the
+        boundary; the entries of ``outputs``, moved, or copied with ``copy``), point ``req`` at them
+        and run it; the cache entries the worker made come back. Returns the request as run and the
+        outcome."""
         snapshot_task(self.task, worker.task_dir)
-        seed_cache(self.cache_dir, worker.triton_cache)
+        cache = self._cache_for(req.role)
+        seed_cache(cache, worker.triton_cache)
         if outputs is not None:
             for entry in os.scandir(outputs):
-                os.rename(entry.path, worker.outputs_dir / entry.name)
+                if copy:
+                    shutil.copyfile(entry.path, worker.outputs_dir / entry.name)
+                else:
+                    os.rename(entry.path, worker.outputs_dir / entry.name)
         req = dataclasses.replace(req, root=str(worker.task_dir), outputs_dir=str(worker.outputs_dir))
         outcome = worker.run(req, self.limits)
-        harvest_cache(worker.triton_cache, self.cache_dir)
+        harvest_cache(worker.triton_cache, cache)
         return req, outcome
+
+    def _cache_for(self, role: str) -> Path:
+        """The Triton cache of ``role``'s side of the boundary: the solution process's, which it may
+        fill with anything, is never the one the trusted side compiles into and loads from."""
+        return self.cache_dir / ("solution" if role == "solution" else "trusted")
 
     def _result(self, req: EvalRequest, outcome: WorkerOutcome) -> EvalResult:
         """The worker's outcome as a result: its death named, or its report, checked."""
@@ -352,8 +384,8 @@ class Evaluator:
             result = EvalResult(req.mode, self.backend, error=_death(req, outcome))
         else:
             result = self._read_result(req, outcome.result)
-            if not (req.mode in ("benchmark", "submit") and self.can_time):
-                # Timings can only come from a timed run: whatever else reached the channel is void.
+            if not (req.role == "replay" and req.mode in ("benchmark", "submit") and self.can_time):
+                # Timings come only from the trusted side's timed run: whatever else reached a channel is void.
                 result.timed = False
                 for w in result.workloads:
                     w.speedup = w.speedup_ci = w.solution_ms = w.baseline_ms = None
@@ -371,7 +403,7 @@ class Evaluator:
         return req.mode == "submit" and self.can_time and bool(req.heldout) and result.error is None and \
             all(w.correct for w in result.workloads if w.name not in held)
 
-    def _start_memcheck(self, req: EvalRequest, leases: list[dict]) -> "Future | str | MemcheckFailed":
+    def _start_memcheck(self, req: EvalRequest, leases: list[dict], recordings: Path) -> "Future | str | MemcheckFailed":
         """The held-out shapes once more, under the GPU memory checker, started on a thread of its own:
         a future of the run (see :meth:`_run_memcheck`), the sandbox note saying why none runs (no
         tool, or switched off), or :class:`MemcheckFailed` when the machine has the tool and its run
@@ -388,16 +420,16 @@ class Evaluator:
             return MemcheckFailed(tool, f"its worker could not start ({type(exc).__name__}: {exc})")
         executor = ThreadPoolExecutor(1, thread_name_prefix="d2k-memcheck")
         try:
-            return executor.submit(self._run_memcheck, tool, checked, taken, leases)
+            return executor.submit(self._run_memcheck, tool, checked, taken, leases, recordings)
         finally:
             executor.shutdown(wait=False)  # its thread ends with the run
 
     def _run_memcheck(self, tool: MemcheckTool, checked: EvalRequest, taken: tuple[Worker, bool],
-                      leases: list[dict]) -> "tuple | MemcheckFailed":
+                      leases: list[dict], recordings: Path) -> "tuple | MemcheckFailed":
         started = time.monotonic()
         try:
             with self._lease("memcheck", False, leases):
-                checked, outcome, worker = self._take_and_run(MEMCHECK, checked, taken=taken)
+                checked, outcome, worker = self._take_and_run(MEMCHECK, checked, recordings, taken=taken, copy=True)
         except Exception as exc:  # noqa: BLE001 - as in _start_memcheck
             taken[0].close()
             return MemcheckFailed(tool, f"its run raised ({type(exc).__name__}: {exc})")
@@ -522,7 +554,8 @@ def _layers(outcome: WorkerOutcome, run: EvalResult | None) -> dict[str, str]:
 
 def _death(req: EvalRequest, outcome: WorkerOutcome) -> str:
     """Why a worker delivered no result, named: a limit the harness enforced, memory, a signal, an exit."""
-    who = "the evaluation" if req.role == "solution" else "the check of the saved outputs"
+    who = {"solution": "the evaluation", "replay": "the replay of the recorded kernels"}.get(
+        req.role, "the check of the saved outputs")
     if outcome.stopped:
         return f"{who} was killed: {outcome.stopped}"
     if outcome.oom_kills or "MemoryError" in outcome.output or "can't allocate memory" in outcome.output:
@@ -572,6 +605,16 @@ def read_solution(path: str | Path) -> str:
     return Path(path).read_text(errors="replace")
 
 
+def _keep(directory: Path, into: Path) -> None:
+    """Move the recordings the solution process left in ``directory`` into ``into`` (the evaluator's
+    own), each a regular file no larger than a recording may be; anything else stays and is removed
+    with the worker."""
+    for entry in os.scandir(directory):
+        if entry.name.endswith("-recording.pt") and entry.is_file(follow_symlinks=False) and \
+                entry.stat(follow_symlinks=False).st_size <= MAX_RECORDING_BYTES:
+            os.rename(entry.path, into / entry.name)
+
+
 def snapshot_task(task: Task, into: Path) -> Path:
     """Copy what a worker needs of the task, its spec and baseline (never the reference: a worker
     that could read it could run it), under ``into``, an empty or absent directory (a worker's task
@@ -583,6 +626,26 @@ def snapshot_task(task: Task, into: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
     return into
+
+
+def merge_replay(result: EvalResult, replayed: EvalResult) -> EvalResult:
+    """The solution run's result (its own failures, and which workloads it recorded) with each recorded
+    workload's verdict and timings taken from the trusted replay; ceilings too. Nothing the solution
+    process claimed beyond its failures survives."""
+    if replayed.error is not None:
+        result.error = replayed.error
+        return result
+    verdicts = {w.name: w for w in replayed.workloads}
+    for i, w in enumerate(result.workloads):
+        if not w.correct:
+            continue
+        v = verdicts.get(w.name)
+        result.workloads[i] = v if v is not None else WorkloadResult(
+            w.name, False, "not replayed: the replay returned no verdict for it")
+    result.ceilings, result.timed, result.device_name = replayed.ceilings, replayed.timed, replayed.device_name
+    result.versions = replayed.versions or result.versions
+    result.sandbox = {**result.sandbox, **{f"replay {k}": v for k, v in replayed.sandbox.items()}}
+    return result
 
 
 def merge_check(result: EvalResult, check: EvalResult) -> EvalResult:

@@ -19,8 +19,8 @@ from d2k_env.evaluator.forkserver import ForkServer, ForkServerDied
 from d2k_env.evaluator.memcheck import MemcheckTool
 from d2k_env.evaluator.sandbox import Worker
 
-ROLES = ("solution", "check")
-MEMCHECK = "memcheck"  # a solution worker started under the GPU memory checker
+ROLES = ("solution", "replay", "check")
+MEMCHECK = "memcheck"  # a replay worker started under the GPU memory checker
 
 
 class WorkerPool:
@@ -69,7 +69,7 @@ class WorkerPool:
         if kind == MEMCHECK:
             if self.memcheck is None:
                 raise ValueError("no memory checker was given to this pool (keep_memcheck)")
-            return Worker.start("solution", self.interpret, self.gpu, memcheck=self.memcheck)
+            return Worker.start("replay", self.interpret, self.gpu, memcheck=self.memcheck)
         server = self._fork_server()
         if server is not None:
             try:

@@ -9,18 +9,20 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Mode = Literal["test", "benchmark", "submit", "profile"]
-Role = Literal["solution", "check"]
+Role = Literal["solution", "replay", "check"]
 
 
 @dataclass
 class EvalRequest:
     """One evaluation of a solution file, or the check of its saved outputs.
 
-    ``role="solution"`` runs the solution and saves its outputs under ``outputs_dir``;
-    ``role="check"`` (a separate process that never imports the solution) computes the expected
-    outputs and compares. ``seed`` is the evaluation's *inputs key*, derived by the env from its
-    secret seed (:func:`inputs_key`): every input is drawn from it, and nothing else is (the secret
-    seed itself, which also draws the held-out shapes, never leaves the env). ``nonce`` never
+    ``role="solution"`` runs the solution and saves what it launches (its recordings) under
+    ``outputs_dir``; ``role="replay"`` (never imports the solution) replays the recordings there on
+    the checked inputs, saves the outputs and times; ``role="check"`` (likewise) computes the expected
+    outputs and compares. For the replay and the check ``seed`` is the evaluation's *inputs key*,
+    derived by the env from its secret seed (:func:`inputs_key`): every checked or timed input is
+    drawn from it; the solution gets a recording key instead, from which no checked input can be
+    drawn (the secret seed itself, which also draws the held-out shapes, never leaves the env). ``nonce`` never
     reaches a worker: the supervisor keeps it and stamps the worker's messages with it.
     """
 

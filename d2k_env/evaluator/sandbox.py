@@ -85,14 +85,15 @@ SUPERVISOR_GRACE_S = reaper.CLEANUP_S + reaper.LAUNCHER_GRACE_S + 5
 _SIOCSIFFLAGS, _IFF_UP = 0x8914, 0x1
 
 
-PHASES = ("load", "ceilings", "check", "verify", "time", "profile")  # what the worker announces
+PHASES = ("load", "ceilings", "record", "replay", "check", "verify", "time", "profile")  # what the worker announces
 
 
 @dataclass
 class PhaseLimits:
     """Seconds each phase may take; a phase not listed gets ``default``."""
 
-    limits: dict[str, float] = field(default_factory=lambda: {"load": 120, "ceilings": 60, "check": 300,
+    limits: dict[str, float] = field(default_factory=lambda: {"load": 120, "ceilings": 60, "record": 300,
+                                                               "replay": 300, "check": 300,
                                                                "verify": 300, "time": 300, "profile": 300})
     default: float = 300
 
@@ -267,7 +268,7 @@ def confinement_for(scratch: str, triton_cache: Path, task_root: str, outputs_di
                     view: str | None = None) -> Confinement:
     """What a worker may reach: read the system, Python, the package and its task snapshot, but
     no reference and no host secret (:func:`_hidden_from_workers`); write its
-    scratch, the Triton cache and (the solution role only) the outputs directory; on the
+    scratch, the Triton cache and (the solution and replay roles) the outputs directory; on the
     interpreter, no address space beyond its limit and no helper programs. Under the GPU memory
     checker: read its install tree too, and use its TCP ports (in the private network namespace,
     where one can be made, they reach nothing but the evaluation's own loopback). With ``view``
@@ -275,7 +276,7 @@ def confinement_for(scratch: str, triton_cache: Path, task_root: str, outputs_di
     ``D2K_SANDBOX_NAMESPACES=0`` says not to (see confine's ``namespaces`` layer)."""
     package = os.path.join(_PACKAGE_PARENT, "d2k_env")
     triton_cache.mkdir(parents=True, exist_ok=True)  # a rule needs a path that exists
-    writable = [scratch, str(triton_cache)] + ([outputs_dir] if role == "solution" else [])
+    writable = [scratch, str(triton_cache)] + ([outputs_dir] if role in ("solution", "replay") else [])
     drop_uid = os.geteuid() == 0 and all(map(reachable_by_others, [sys.executable, package, *writable, task_root]))
     if drop_uid:
         for path in writable:

@@ -7,12 +7,15 @@ stdin ends it unused. (A worker forked by the fork server runs :func:`serve` the
 Progress and the result are JSON lines on file descriptor FD, the harness's own channel: whatever
 the solution prints goes to stdout/stderr and never counts.
 
-Two roles, two processes:
+Three roles, three processes; only the first imports the solution (the trust boundary):
 
-- ``solution`` imports the solution (after the harness's guards are in place), runs it on each
-  workload's check inputs, times it against the baseline, and saves its outputs;
-- ``check`` never imports the solution: it regenerates the same inputs, computes the baseline's
-  expected outputs and compares. Expected outputs never exist where the solution runs.
+- ``solution`` imports the solution (after the harness's guards are in place) and records what its
+  ``forward`` launches on each workload, on inputs drawn from a recording key (never the inputs key);
+  nothing it reports is believed but its own failures;
+- ``replay`` rebuilds the recorded kernels from the checked source text, runs the recording on the
+  check inputs (saving the outputs) and, when timed, times it against the baseline;
+- ``check`` regenerates the check inputs, computes the baseline's expected outputs and compares them
+  with the replay's. Expected outputs never exist where the solution's Python or kernels run.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ import json
 import linecache
 import os
 import sys
-import threading
 import traceback
 import warnings
 from pathlib import Path
@@ -35,18 +37,16 @@ from d2k_env.evaluator.checking import as_tuple, verdict_for
 from d2k_env.evaluator.confine import seccomp
 from d2k_env.evaluator.baseline_check import ROOFLINE_SLACK
 from d2k_env.evaluator.guard_bands import GuardBand, band_problem, guard_inputs
-from d2k_env.evaluator.guards import LaunchCounter, TorchWorkGuard, harness_fingerprint, output_problems
-from d2k_env.evaluator.kept_state import kept_tensors, state_fingerprint
-from d2k_env.evaluator.l2_state import access_policy_window_bytes, release_persisting_l2
+from d2k_env.evaluator.guards import LaunchCounter, TorchWorkGuard, output_problems
+from d2k_env.evaluator.l2_state import release_persisting_l2
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, WorkloadResult, derive_seed
-from d2k_env.evaluator.source_text import kernel_source_problem, tokenizer_lines
+from d2k_env.evaluator.recorder import Recorder, RecordError
+from d2k_env.evaluator.recording import RecordingError, first_difference, parse
+from d2k_env.evaluator.replay import Replay, ReplayError, rebuild_kernels
+from d2k_env.evaluator.source_text import tokenizer_lines
 from d2k_env.task import Task, Workload, load_snapshot
 
 TIMED_SETS = 3
-# Share of the solution's GPU time that must be spent in its own Triton kernels. Allocation
-# launches no kernels, so an honest solution sits near 100%; the slack admits a zero-fill of an
-# accumulator. A solution doing its work in torch ops lands far below.
-MIN_OWN_KERNEL_SHARE = 0.75
 # A time below the roofline floor is impossible; the floor comes from ceilings measured on the
 # machine (best of 20), whose noise is a few percent, so only times 10% under it are rejected
 # (ROOFLINE_SLACK, the same slack the evaluator allows a baseline's time).
@@ -148,29 +148,23 @@ class Run:
 
 
 class SolutionRun(Run):
+    """Imports the solution and records what ``forward`` launches on each workload (untrusted: see
+    :mod:`d2k_env.evaluator.recorder`). Its inputs are drawn from the recording key, never from the
+    inputs key: the solution sees no input that is checked or timed. Each workload is recorded on two
+    sets of inputs of its shapes, which must give the same recording (forward's contract)."""
+
     def run(self) -> EvalResult:
         self.channel.phase("load")
         self.guard = TorchWorkGuard(self.task.allowed_torch)
         self.launches = LaunchCounter(self.req.solution_path, self.guard)
         self.launches.install()
-        if self.device.type == "cuda":
-            torch.zeros(1, device=self.device)  # creates the context whose set-aside is released
-            release_persisting_l2()
-            self.launches.window_at_start = access_policy_window_bytes(torch.cuda.current_stream())
-        fingerprint_now = _run_fingerprint  # a local: the solution cannot rebind it
-        fingerprint = fingerprint_now()
-        self.threads = set(threading.enumerate())
-        self.first_state: dict[str, str] = {}  # per workload: the module state digest after its first call
         try:
-            solution = self.module = load_module(self.req.solution_path, "solution", self.req.solution_source)
+            solution = load_module(self.req.solution_path, "solution", self.req.solution_source)
             forward = getattr(solution, "forward", None)
             if not callable(forward):
                 raise AttributeError("solution.py must define a function forward(*inputs)")
         except BaseException as exc:  # noqa: BLE001 - anything the solution does at import is its fault
             self.result.error = f"{out_of_memory(exc)}solution.py failed to load:\n{short_traceback(exc)}"
-            return self.result
-        if problem := kernel_source_problem(self.req.solution_source, self.req.solution_path):
-            self.result.error = problem  # a kernel would compile from other text than the policy checked
             return self.result
         if self.req.mode == "profile":
             self.channel.phase("profile", self.workloads[0].name)
@@ -178,32 +172,39 @@ class SolutionRun(Run):
             return self.result
         if self.device.type == "cuda":
             self.launches.stream = torch.cuda.current_stream()
-            self.launches.watch_l2 = True
-        timed = self.req.mode in ("benchmark", "submit") and self.device.type == "cuda"
-        if timed:
-            self.channel.phase("ceilings")
-            self.result.ceilings = self.req.ceilings or _measure_ceilings(self.device)
-        faulted = None
         for w in self.workloads:
-            if faulted:
-                self.result.workloads.append(WorkloadResult(w.name, False, f"not run: {faulted}"))
-                continue
-            self.channel.phase("check", w.name)
-            wr = self.run_check_inputs(forward, w)
-            if wr.correct and timed and not w.heldout:
-                self.channel.phase("time", w.name)
-                self.time(forward, w, wr)
-            self.result.workloads.append(wr)
-            if not wr.correct and self.device.type == "cuda" and _device_broken():
-                faulted = f"the GPU context was lost during workload {w.name}"
-        if fingerprint_now() != fingerprint:
-            self.result.error = "[tampering] the solution replaced functions the harness relies on"
-        self.result.timed = timed
+            self.channel.phase("record", w.name)
+            self.result.workloads.append(self.record(forward, w))
         return self.result
 
-    def new_threads(self) -> list[str]:
-        """Python threads alive now that were not before the solution loaded (guards are per thread)."""
-        return sorted(t.name for t in threading.enumerate() if t not in self.threads and t.is_alive())
+    def record(self, forward, w: Workload) -> WorkloadResult:
+        """Record ``forward`` on two input sets of ``w``'s shapes and save the recording for the replay."""
+        recordings = []
+        for i in range(2):
+            inputs = self.inputs(w, "record", i)
+            recorder = Recorder(inputs, self.req.solution_path)
+            self.guard.recorder = recorder
+            try:
+                with self.guard:
+                    outputs = self.call(forward, inputs)
+            except BaseException as exc:  # noqa: BLE001
+                raised = f"{out_of_memory(exc)}forward raised:\n{short_traceback(exc)}"
+                return WorkloadResult(w.name, False, f"{self.torch_work()}\n{raised}" if self.guard.forbidden
+                                      else raised)
+            finally:
+                self.guard.recorder = None
+            if self.guard.forbidden:
+                return WorkloadResult(w.name, False, self.torch_work())
+            try:
+                recordings.append(recorder.finish(outputs))
+            except RecordError as exc:
+                return WorkloadResult(w.name, False, f"[record] {exc}")
+        if difference := first_difference(*recordings):
+            return WorkloadResult(w.name, False, f"[launch-contract] {difference}, on two calls with inputs of the "
+                                                 f"same shapes: forward's launches may depend only on the inputs' "
+                                                 f"shapes, dtypes, strides and device, never on their values")
+        outputs_file(self.req, w.name, "recording").write_text(recordings[0].to_json())
+        return WorkloadResult(w.name, True, "recorded")
 
     def call(self, forward, inputs: tuple) -> tuple:
         out = as_tuple(forward(*inputs))
@@ -211,165 +212,10 @@ class SolutionRun(Run):
             torch.cuda.synchronize()
         return out
 
-    def run_check_inputs(self, forward, w: Workload) -> WorkloadResult:
-        """Run on the check inputs under the guards and save the outputs for the checker."""
-        inputs, bands = self.guarded_inputs(w, "check")
-        pristine = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
-        before = self.launches.own_launches
-        try:
-            with self.guard:
-                outputs = self.call(forward, inputs)
-        except BaseException as exc:  # noqa: BLE001
-            raised = f"{out_of_memory(exc)}forward raised:\n{short_traceback(exc)}"
-            # Work done before the exception is named first: it is the rule broken, the crash its aftermath.
-            return WorkloadResult(w.name, False, f"{self.torch_work()}\n{raised}" if self.guard.forbidden else raised)
-        if self.guard.forbidden:
-            return WorkloadResult(w.name, False, self.torch_work())
-        if problem := band_problem(bands):
-            return WorkloadResult(w.name, False, problem)
-        self.launches.note_l2()
-        if problem := self.l2_persistence():
-            return WorkloadResult(w.name, False, problem)
-        if self.launches.own_launches == before:
-            return WorkloadResult(w.name, False, "[no-kernel] forward launched no @triton.jit kernel defined in "
-                                                 "solution.py")
-        if threads := self.new_threads():
-            return WorkloadResult(w.name, False, f"[threads] forward left threads running "
-                                                 f"({', '.join(threads)}): the guards cannot see them")
-        if problem := self.kept_state():
-            return WorkloadResult(w.name, False, problem)
-        self.first_state[w.name] = state_fingerprint(self.module)
-        problem = output_problems(outputs, inputs, pristine, self.task.in_place_inputs, self.task.outputs)
-        if problem:
-            return WorkloadResult(w.name, False, problem)
-        # Not under the memory checker: the profiler and the checker cannot both attach to the context
-        # (and the run without it measured the share on these very shapes).
-        if self.device.type == "cuda" and not self.req.memcheck:
-            share = self.own_kernel_share(forward, inputs)
-            if share is not None and share < MIN_OWN_KERNEL_SHARE:
-                return WorkloadResult(w.name, False, f"[profiler-coverage] only {share:.0%} of forward's GPU time "
-                                                     f"is in solution.py's own Triton kernels (at least "
-                                                     f"{MIN_OWN_KERNEL_SHARE:.0%} required)")
-        torch.save(portable(outputs), outputs_file(self.req, w.name, "check"))
-        return WorkloadResult(w.name, True, "ran; outputs saved for the checker")
-
-    def kept_state(self) -> str | None:
-        """The [hidden-state] verdict when the module still holds a tensor after forward, else None."""
-        kept = kept_tensors(self.module)
-        if not kept:
-            return None
-        return (f"[hidden-state] after forward returned, the solution's module still holds a tensor at "
-                f"{'; '.join(kept)}: nothing may be kept between calls (cache plain values, not tensors)")
-
     def torch_work(self) -> str:
         ops = ", ".join(sorted(set(self.guard.forbidden))[:5])
         return (f"[torch-work] forward ran torch operators outside Triton kernels ({ops}); only allocation "
                 f"and views are allowed")
-
-    def l2_persistence(self) -> str | None:
-        """The [l2-persistence] verdict for what the launch counter has seen, or None when nothing."""
-        seen, what = self.launches, []
-        if seen.l2_set_aside:
-            what.append(f"{seen.l2_set_aside / 2**20:.0f} MiB of L2 set aside for persisting lines")
-        if seen.l2_window:
-            what.append(f"an access-policy window on the stream (now {seen.l2_window / 2**20:.0f} MiB)")
-        if not what:
-            return None
-        return (f"[l2-persistence] forward left {' and '.join(what)}: persisting lines survive the flush, and "
-                f"a stream's window applies to the baseline's kernels too")
-
-    def own_kernel_share(self, forward, inputs: tuple) -> float | None:
-        """Fraction of forward's GPU kernel time spent in kernels launched from solution.py."""
-        own = self.launches.own_names
-        rows = self.kernel_times(forward, inputs, calls=1)
-        total = sum(r["us_per_call"] for r in rows)
-        if total <= 0:
-            return None
-        return sum(r["us_per_call"] for r in rows if r["kernel"] in own) / total
-
-    def time(self, forward, w: Workload, wr: WorkloadResult) -> None:
-        from d2k_env.evaluator.timing import CI_FLOOR, LAUNCH_BOUND_CI_FLOOR, L2Flusher, graph_time, time_pair
-
-        base_sets = [self.inputs(w, "time-baseline", i) for i in range(TIMED_SETS)]
-        cand_sets, bands = [], []
-        for i in range(TIMED_SETS):
-            inputs, inputs_bands = self.guarded_inputs(w, "time-solution", i)
-            cand_sets.append(inputs)
-            bands += inputs_bands
-        warm_c, warm_bands = self.guarded_inputs(w, "warmup-solution")
-        bands += warm_bands
-        warm_b = self.inputs(w, "warmup-baseline")
-        calls, idle_calls = 0, 0
-
-        first_state, state_changes = self.first_state[w.name], 0
-
-        def timed_forward(*args):
-            # Every timed call must launch the solution's own kernels: one that launches none did no work.
-            # And leave the module's state as the workload's first call did (host work between queued
-            # calls: the GPU spin the batch waits behind hides it from the samples).
-            nonlocal calls, idle_calls, state_changes
-            before = self.launches.own_launches
-            out = forward(*args)
-            self.launches.note_l2()
-            calls += 1
-            idle_calls += self.launches.own_launches == before
-            state_changes += state_fingerprint(self.module) != first_state
-            return out
-
-        try:
-            pair = time_pair(self.baseline.forward, timed_forward, base_sets, cand_sets, warm_b, warm_c,
-                             L2Flusher(self.device), budget_s=self.req.time_budget_s,
-                             seed=derive_seed(self.req.seed, "bootstrap"),
-                             ci_floor=LAUNCH_BOUND_CI_FLOOR if w.launch_bound else CI_FLOOR)
-            # After every timed call, fresh values written into a timed set's own tensors: the checker
-            # sees these outputs too, so a replay keyed by address or shape returns stale outputs and fails.
-            late_inputs = cand_sets[0]
-            for tensor, fresh in zip(late_inputs, self.inputs(w, "late")):
-                if isinstance(tensor, torch.Tensor):
-                    tensor.copy_(fresh)
-            late = self.call(forward, late_inputs)
-        except BaseException as exc:  # noqa: BLE001
-            wr.correct, wr.message = False, f"{out_of_memory(exc)}forward raised while being timed:\n" \
-                                            f"{short_traceback(exc)}"
-            return
-        if problem := band_problem(bands):
-            wr.correct, wr.message = False, f"{problem}, while being timed"
-            return
-        if threads := self.new_threads():
-            wr.correct, wr.message = False, (f"[threads] forward left threads running while being timed "
-                                             f"({', '.join(threads)}): the guards cannot see them")
-            return
-        if problem := self.kept_state():
-            wr.correct, wr.message = False, problem
-            return
-        if state_changes or state_fingerprint(self.module) != first_state:
-            wr.correct, wr.message = False, (
-                "[hidden-state] the solution's module state changed on calls with shapes it had already seen "
-                "(a counter, or a flag of which call this is): a cache may grow with new shapes, never with calls")
-            return
-        if idle_calls:
-            wr.correct, wr.message = False, (f"[no-kernel] forward launched none of solution.py's kernels on "
-                                             f"{idle_calls} of its {calls} timed calls: it did no work there")
-            return
-        if problem := self.l2_persistence():
-            wr.correct, wr.message = False, problem
-            return
-        torch.save(portable(late), outputs_file(self.req, w.name, "timed"))
-        wr.baseline_ms, wr.solution_ms = pair.baseline.median_ms, pair.candidate.median_ms
-        wr.baseline_spread, wr.solution_spread = pair.baseline.spread, pair.candidate.spread
-        wr.speedup, wr.speedup_ci, wr.repetitions = pair.speedup, pair.speedup_ci, pair.repetitions
-        c = self.result.ceilings
-        wr.roofline_ms = self.task.roofline(w).floor_ms(c["bandwidth_gbs"], c["tflops"])
-        wr.roofline_fraction = wr.roofline_ms / wr.solution_ms
-        if wr.solution_ms < (1 - ROOFLINE_SLACK) * wr.roofline_ms:
-            wr.correct = False
-            wr.message = (f"[below-roofline] {wr.solution_ms:.4f} ms is under the roofline floor of this workload "
-                          f"({wr.roofline_ms:.4f} ms): the work cannot have been done")
-        if w.launch_bound:  # graph capture runs on the harness's own side stream
-            stream, self.launches.stream = self.launches.stream, None
-            wr.graph_baseline_ms = graph_time(self.baseline.forward, base_sets[0])
-            wr.graph_solution_ms = graph_time(forward, cand_sets[0])
-            self.launches.stream = stream
 
     def kernel_times(self, forward, inputs: tuple, calls: int) -> list[dict]:
         from torch.autograd import DeviceType
@@ -389,6 +235,130 @@ class SolutionRun(Run):
         inputs = self.inputs(w, "profile")
         self.call(forward, inputs)
         return self.kernel_times(forward, inputs, calls=5)
+
+
+class ReplayRun(Run):
+    """The trusted measuring process: never imports the solution. Per workload it rebuilds the
+    recorded kernels from the checked source text (:mod:`d2k_env.evaluator.replay`), replays the
+    recording on the check inputs (outputs saved for the check process) and, in a timed mode on the
+    GPU, times the replay against the baseline on fresh inputs. Inputs are guarded by bands; inputs
+    that are not the task's in-place ones must come back unchanged."""
+
+    def run(self) -> EvalResult:
+        self.channel.phase("load")
+        if self.device.type == "cuda":
+            torch.zeros(1, device=self.device)  # creates the context whose set-aside is released
+            release_persisting_l2()
+        self.kernels: dict[str, dict] = {}  # per recording's kernel table: the rebuilt kernels
+        timed = self.req.mode in ("benchmark", "submit") and self.device.type == "cuda"
+        if timed:
+            self.channel.phase("ceilings")
+            self.result.ceilings = self.req.ceilings or _measure_ceilings(self.device)
+        faulted = None
+        for w in self.workloads:
+            if faulted:
+                self.result.workloads.append(WorkloadResult(w.name, False, f"not run: {faulted}"))
+                continue
+            self.channel.phase("replay", w.name)
+            replay, wr = self.replay_of(w)
+            if replay is not None:
+                wr = self.run_check_inputs(replay, w)
+                if wr.correct and timed and not w.heldout:
+                    self.channel.phase("time", w.name)
+                    self.time(replay, w, wr)
+            self.result.workloads.append(wr)
+            if not wr.correct and self.device.type == "cuda" and _device_broken():
+                faulted = f"the GPU context was lost during workload {w.name}"
+        self.result.timed = timed
+        return self.result
+
+    def replay_of(self, w: Workload) -> tuple[Replay | None, WorkloadResult | None]:
+        """The workload's recording, validated, with its kernels rebuilt; or the verdict why not."""
+        names = list(inspect.signature(self.baseline.forward).parameters)
+        try:
+            text = outputs_file(self.req, w.name, "recording").read_text()
+            recording = parse(text, len(names))
+            if not recording.launches:
+                return None, WorkloadResult(w.name, False, "[no-kernel] forward launched no @triton.jit kernel "
+                                                           "defined in solution.py")
+            table = json.dumps({k: vars(v) for k, v in recording.kernels.items()}, sort_keys=True)
+            if table not in self.kernels:
+                self.kernels[table] = rebuild_kernels(self.req.solution_source or "", self.req.solution_path,
+                                                      recording)
+        except FileNotFoundError:
+            return None, WorkloadResult(w.name, False, "[record] the solution process left no recording")
+        except (RecordingError, ReplayError) as exc:
+            return None, WorkloadResult(w.name, False, f"[record] {exc}")
+        return Replay(recording, self.kernels[table], self.device), None
+
+    def replayed(self, replay: Replay, inputs: tuple, poison: bool = False) -> tuple:
+        out = replay(*inputs, poison=poison)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        return out
+
+    def run_check_inputs(self, replay: Replay, w: Workload) -> WorkloadResult:
+        """Replay on the check inputs and save the outputs for the checker."""
+        inputs, bands = self.guarded_inputs(w, "check")
+        pristine = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
+        try:
+            outputs = self.replayed(replay, inputs, poison=True)
+        except ReplayError as exc:
+            return WorkloadResult(w.name, False, f"[record] {exc}")
+        except BaseException as exc:  # noqa: BLE001 - a kernel that fails to compile or run
+            return WorkloadResult(w.name, False, f"{out_of_memory(exc)}a kernel failed:\n{short_traceback(exc)}")
+        if problem := band_problem(bands):
+            return WorkloadResult(w.name, False, problem)
+        if problem := output_problems(outputs, inputs, pristine, self.task.in_place_inputs, self.task.outputs):
+            return WorkloadResult(w.name, False, problem)
+        torch.save(portable(outputs), outputs_file(self.req, w.name, "check"))
+        return WorkloadResult(w.name, True, "replayed; outputs saved for the checker")
+
+    def time(self, replay: Replay, w: Workload, wr: WorkloadResult) -> None:
+        from d2k_env.evaluator.timing import CI_FLOOR, LAUNCH_BOUND_CI_FLOOR, L2Flusher, graph_time, time_pair
+
+        base_sets = [self.inputs(w, "time-baseline", i) for i in range(TIMED_SETS)]
+        cand_sets, bands = [], []
+        for i in range(TIMED_SETS):
+            inputs, inputs_bands = self.guarded_inputs(w, "time-solution", i)
+            cand_sets.append(inputs)
+            bands += inputs_bands
+        warm_c, warm_bands = self.guarded_inputs(w, "warmup-solution")
+        bands += warm_bands
+        warm_b = self.inputs(w, "warmup-baseline")
+        try:
+            pair = time_pair(self.baseline.forward, replay, base_sets, cand_sets, warm_b, warm_c,
+                             L2Flusher(self.device), budget_s=self.req.time_budget_s,
+                             seed=derive_seed(self.req.seed, "bootstrap"),
+                             ci_floor=LAUNCH_BOUND_CI_FLOOR if w.launch_bound else CI_FLOOR)
+            # After every timed call, fresh values written into a timed set's own tensors: the checker
+            # sees these outputs too, so kernels that went wrong while being timed fail.
+            late_inputs = cand_sets[0]
+            for tensor, fresh in zip(late_inputs, self.inputs(w, "late")):
+                if isinstance(tensor, torch.Tensor):
+                    tensor.copy_(fresh)
+            late = self.replayed(replay, late_inputs)
+        except BaseException as exc:  # noqa: BLE001
+            wr.correct, wr.message = False, f"{out_of_memory(exc)}a kernel failed while being timed:\n" \
+                                            f"{short_traceback(exc)}"
+            return
+        if problem := band_problem(bands):
+            wr.correct, wr.message = False, f"{problem}, while being timed"
+            return
+        torch.save(portable(late), outputs_file(self.req, w.name, "timed"))
+        wr.baseline_ms, wr.solution_ms = pair.baseline.median_ms, pair.candidate.median_ms
+        wr.baseline_spread, wr.solution_spread = pair.baseline.spread, pair.candidate.spread
+        wr.speedup, wr.speedup_ci, wr.repetitions = pair.speedup, pair.speedup_ci, pair.repetitions
+        c = self.result.ceilings
+        wr.roofline_ms = self.task.roofline(w).floor_ms(c["bandwidth_gbs"], c["tflops"])
+        wr.roofline_fraction = wr.roofline_ms / wr.solution_ms
+        if wr.solution_ms < (1 - ROOFLINE_SLACK) * wr.roofline_ms:
+            wr.correct = False
+            wr.message = (f"[below-roofline] {wr.solution_ms:.4f} ms is under the roofline floor of this workload "
+                          f"({wr.roofline_ms:.4f} ms): the work cannot have been done")
+        if w.launch_bound:
+            wr.graph_baseline_ms = graph_time(self.baseline.forward, base_sets[0])
+            wr.graph_solution_ms = graph_time(replay, cand_sets[0])
 
 
 class CheckRun(Run):
@@ -420,22 +390,6 @@ def gpu_kernel_profiler():
     (to read a CUDA-graph setting), about 800 modules and 3.7-5.8 s of a fresh worker on the H200."""
     from torch.autograd.profiler import profile
     return profile(use_cpu=False, use_device="cuda", use_kineto=True)
-
-
-def _run_fingerprint() -> dict[str, object]:
-    """harness_fingerprint, plus what a run calls through this module's globals and its classes'
-    attributes (methods of the run, the launch counter and the guard), plus the thresholds' values."""
-    g = globals()
-    fp: dict[str, object] = dict(harness_fingerprint())
-    fp.update({f"worker.{n}": id(g.get(n)) for n in (
-        "harness_fingerprint", "output_problems", "as_tuple", "short_traceback", "outputs_file", "portable", "moved",
-        "out_of_memory", "kept_tensors", "state_fingerprint", "band_problem", "guard_inputs",
-        "_device_broken", "access_policy_window_bytes", "derive_seed", "gpu_kernel_profiler", "SolutionRun",
-        "LaunchCounter", "TorchWorkGuard")})
-    for cls in (Run, SolutionRun, LaunchCounter, TorchWorkGuard, GuardBand):
-        fp.update({f"{cls.__name__}.{m}": id(v) for m, v in vars(cls).items() if callable(v)})
-    fp.update({f"worker.{n}": g.get(n) for n in ("MIN_OWN_KERNEL_SHARE", "ROOFLINE_SLACK", "TIMED_SETS")})
-    return fp
 
 
 def _triton_version() -> str:
@@ -521,7 +475,7 @@ def serve(channel_fd: int, processes: bool, prepared: bool = False) -> None:
         if interprets != (req.device == "cpu"):
             raise RuntimeError(f"a {req.device} request reached a worker started for the "
                                f"{'interpreter' if interprets else 'GPU'}")
-        run = SolutionRun(req, channel) if req.role == "solution" else CheckRun(req, channel)
+        run = {"solution": SolutionRun, "replay": ReplayRun, "check": CheckRun}[req.role](req, channel)
         result = run.run()
     except MemoryError:  # the harness's own allocation hit the address-space limit
         result = EvalResult(req.mode, backend, error=f"[memory] the {req.role} process ran out of memory")
