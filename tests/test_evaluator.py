@@ -87,10 +87,10 @@ def test_output_contract(evaluator, tmp_path, body, message):
 
 def test_hang_is_killed_and_the_next_evaluation_works(tmp_path):
     task = load_task("fused_add_rmsnorm")
-    ev = Evaluator(task, "interpreter", limits=PhaseLimits({"check": 15}))
+    ev = Evaluator(task, "interpreter", limits=PhaseLimits({"record": 15}))
     body = "def forward(x, r, w):\n    while True:\n        copy(x, torch.empty_like(x))\n"
     result = ev.evaluate(solution(tmp_path, body))
-    assert not result.correct and "phase 'check' of workload 8x256 exceeded its 15 s limit" in result.error
+    assert not result.correct and "phase 'record' of workload 8x256 exceeded its 15 s limit" in result.error
     assert ev.evaluate(task.reference_path).correct
     ev.close()
 

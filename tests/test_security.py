@@ -62,9 +62,9 @@ HANG_LIMIT_S = 3
 # machine; an endless loop (Limits: hang) gets 3 s: its check phase never ends, so the limit always
 # fires and its length changes no verdict (waiting out 10 s cost two of them 20 s a task). The
 # evaluation after a fault (the recovery) gets the generous limits on the same pool and Triton cache.
-NORMAL_LIMITS = PhaseLimits({"load": 300, "check": 300, "verify": 300}, default=300)
-SHORT_LIMITS = PhaseLimits({"load": 300, "check": SHORT_LIMIT_S, "verify": 300}, default=300)
-HANG_LIMITS = PhaseLimits({"load": 300, "check": HANG_LIMIT_S, "verify": 300}, default=300)
+NORMAL_LIMITS = PhaseLimits({"load": 300, "record": 300, "replay": 300, "verify": 300}, default=300)
+SHORT_LIMITS = PhaseLimits({"load": 300, "record": SHORT_LIMIT_S, "replay": SHORT_LIMIT_S, "verify": 300}, default=300)
+HANG_LIMITS = PhaseLimits({"load": 300, "record": HANG_LIMIT_S, "replay": HANG_LIMIT_S, "verify": 300}, default=300)
 LIMITS = {None: NORMAL_LIMITS, "short": SHORT_LIMITS, "hang": HANG_LIMITS}
 SECRET = 0x5EC12E7_0DDBA11  # the seed the secret-seed checks pass, and look for in the output
 

@@ -11,11 +11,10 @@ string included.
 
 The exploits are tests/security/source_text/ (separator_comment_shift, line_separator_string_shift,
 form_feed_page_breaks: s01-s03; def_in_decorator_string: s04), evaluated by tests/test_security.py.
-The fix, three layers, each tested here on its own: the policy refuses those characters anywhere
-([source-text]); the worker gives linecache the tokenizer's lines; and at load every kernel's
-source as Triton will compile it (inspect's lines, JITFunction.src, the interpreter's rewritten
-source) is compared with the text the policy checked ([source-text]). Kernels must be defined at
-module level ([kernel-source]), so that every kernel exists when that comparison runs.
+The fix, in layers, each tested here on its own: the policy refuses those characters anywhere
+([source-text]); the workers give linecache the tokenizer's lines; and the trusted replay rebuilds
+every kernel from the checked text's own syntax tree, so the text Triton re-reads is the function
+checked. Kernels must be defined at module level ([kernel-source]): only those are rebuilt.
 """
 
 from __future__ import annotations
@@ -70,92 +69,56 @@ def test_tokenizer_lines_number_lines_as_the_compiler_does(sep):
     assert "".join(tokenizer_lines(source)) == source
 
 
-def _load_as_before(path: str, source: str):
-    """What the worker's load_module did before the fix: linecache filled with str.splitlines."""
-    from types import ModuleType
-    linecache.cache[path] = (len(source), None, source.splitlines(keepends=True), path)
-    module = ModuleType("solution")
-    module.__file__ = path
-    exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)
-    return module
+def _kernels_of(source: str) -> dict:
+    """A recording's kernel table naming every decorated top-level function of ``source`` (what a
+    recording of it would name), reading only Triton's modules."""
+    import ast
+
+    from d2k_env.evaluator.recording import Kernel
+
+    modules = {"tl": {"module": "triton.language"}, "triton": {"module": "triton"}}
+    return {f"{n.name}:{n.decorator_list[0].lineno}": Kernel(n.name, n.decorator_list[0].lineno, {}, modules)
+            for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.decorator_list}
 
 
-def _both_kinds(module) -> list:
-    """The module's kernels, plus a JITFunction (the GPU path) and an InterpretedFunction (the
-    interpreter) made from each one's Python function, whichever kind this process's triton.jit made."""
-    from triton.runtime import KernelInterface
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
-
-    from d2k_env.evaluator.source_text import _layers
-    made = []
-    for obj in list(vars(module).values()):
-        if isinstance(obj, KernelInterface):
-            fn = _layers(obj)[-1]
-            made += [JITFunction(fn), InterpretedFunction(fn)]
-    return made
-
-
-@pytest.mark.parametrize("name", LINE_TABLE)
-def test_load_time_check_catches_the_old_line_table(name, tmp_path):
-    """Without the policy rule and with linecache filled as before the fix, the comparison at load
-    still refuses every kernel, on both paths."""
-    from d2k_env.evaluator.source_text import kernel_source_problem
-
-    source = (HERE / name).read_text()
-    path = str(tmp_path / "solution.py")
-    module = _load_as_before(path, source)
-    for kernel in _both_kinds(module):
-        problem = kernel_source_problem(source, path)
-        assert problem and problem.startswith("[source-text]"), problem
-        del kernel
-
-
-@pytest.mark.parametrize("name", LINE_TABLE)
-def test_load_module_gives_linecache_the_tokenizer_lines(name, tmp_path):
+@pytest.mark.parametrize("name", LINE_TABLE + ["def_in_decorator_string.py"])
+def test_replay_compiles_the_checked_text(name, tmp_path):
+    """With the policy off, the trusted replay rebuilds each kernel from the checked text's own syntax
+    tree, and what Triton then reads of it (inspect's lines: the GPU path's JITFunction.src and the
+    interpreter's rewriter both start there) is that function, never a string's contents."""
+    import ast
     import inspect
+    import textwrap
 
-    from d2k_env.evaluator.source_text import kernel_source_problem, tokenizer_lines
-    from d2k_env.evaluator.worker import load_module
+    from d2k_env.evaluator.recording import Recording
+    from d2k_env.evaluator.replay import ReplayError, rebuild_kernels
 
     source = (HERE / name).read_text()
     path = str(tmp_path / "solution.py")
-    module = load_module(path, "solution", source)
-    assert linecache.getlines(path) == tokenizer_lines(source)
-    kernels = _both_kinds(module)
+    kernels = _kernels_of(source)
     assert kernels
-    fn = kernels[0].fn
-    assert "pass" in inspect.getsource(fn) and "torch" not in inspect.getsource(fn)
-    assert kernels[0].src.startswith("def ") and "torch" not in kernels[0].src
-    assert kernel_source_problem(source, path) is None
-
-
-def test_load_time_check_catches_a_def_in_a_decorator_string_on_the_gpu_path(tmp_path):
-    from d2k_env.evaluator.source_text import kernel_source_problem
-    from d2k_env.evaluator.worker import load_module
-
-    source = (HERE / "def_in_decorator_string.py").read_text()
-    path = str(tmp_path / "solution.py")
-    module = load_module(path, "solution", source)
-    jit, interpreted = _both_kinds(module)
-    # What the GPU would compile: the string's function, which stores x as y (the real kernel is its string).
-    assert jit.src.split("\n")[3].strip().startswith("tl.store(y_ptr + row + cols, tl.load(x_ptr"), jit.src
-    problem = kernel_source_problem(source, path)
-    assert problem and problem.startswith("[source-text]") and "JITFunction.src" in problem, problem
+    try:
+        jitted = rebuild_kernels(source, path, Recording((), (), (), kernels))
+    except ReplayError as exc:  # a kernel outside the language is refused before anything runs
+        assert "torch" in str(exc), exc
+        return
+    checked = {n.name: n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)}
+    for jit in jitted.values():
+        read = ast.parse(textwrap.dedent(inspect.getsource(jit.fn))).body[0]
+        node = checked[jit.fn.__name__]
+        assert [ast.dump(n) for n in read.body] == [ast.dump(n) for n in node.body] and "torch" not in ast.dump(read)
 
 
 @pytest.mark.parametrize("task_id", task_ids())
-def test_references_pass_the_load_time_check(task_id, tmp_path):
-    from d2k_env.evaluator.source_text import kernel_source_problem
-    from d2k_env.evaluator.worker import load_module
+def test_references_rebuild_from_their_text(task_id, tmp_path):
+    """Every reference's kernels, rebuilt by the replay from LF and CRLF copies of its text."""
+    from d2k_env.evaluator.recording import Recording
+    from d2k_env.evaluator.replay import rebuild_kernels
 
     source = load_task(task_id).reference_path.read_text()
     for text in (source, source.replace("\n", "\r\n")):
         path = str(tmp_path / f"solution{len(text)}.py")
-        module = load_module(path, "solution", text)
-        kernels = _both_kinds(module)
-        assert kernels
-        assert kernel_source_problem(text, path) is None
+        assert rebuild_kernels(text, path, Recording((), (), (), _kernels_of(text)))
 
 
 def test_kernels_must_be_defined_at_module_level():

@@ -145,10 +145,8 @@ TRITON_INTERNALS: dict[str, tuple[tuple[int, int], tuple[int, int] | None]] = {
     "triton.runtime.interpreter:ASTTransformer": ALL_SUPPORTED,
     "triton.runtime.interpreter:FunctionRewriter.ast_transformer": ALL_SUPPORTED,
     "triton.runtime.interpreter:FunctionRewriter._find_def": ALL_SUPPORTED,
-    "triton.runtime.interpreter:FunctionRewriter._prepare_source": ALL_SUPPORTED,  # source_text.py
     "triton.runtime.interpreter:GridExecutor._init_args_hst": ALL_SUPPORTED,
     "triton.runtime.interpreter:InterpretedFunction.run": ALL_SUPPORTED,  # guards.py
-    "triton.runtime.interpreter:InterpretedFunction#rewriter": ALL_SUPPORTED,  # source_text.py
     "triton._C.libtriton:ir.ROUNDING_MODE": ALL_SUPPORTED,
     "triton.language.core:is_builtin": ALL_SUPPORTED,
     # The autotuner (interpreter_patch.py runs one config; guards.py checks the solution's hooks).

@@ -195,6 +195,10 @@ class SolutionRun(Run):
                 self.guard.recorder = None
             if self.guard.forbidden:
                 return WorkloadResult(w.name, False, self.torch_work())
+            for name, out in zip(self.task.outputs, outputs):
+                if type(out) is not torch.Tensor:
+                    return WorkloadResult(w.name, False, f"[output-type] output {name!r} is a {type(out).__name__}, "
+                                                         f"not a torch.Tensor")
             try:
                 recordings.append(recorder.finish(outputs))
             except RecordError as exc:
