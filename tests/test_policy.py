@@ -465,19 +465,10 @@ RUNTIME_STATE = [
 
 
 @pytest.mark.parametrize("body", RUNTIME_STATE)
-def test_state_in_module_caches_is_judged_at_run_time(tmp_path, body):
-    import torch
-    from d2k_env.evaluator.kept_state import kept_tensors, state_fingerprint
-    from d2k_env.evaluator.worker import load_module
+def test_state_in_module_caches_is_not_refused(body):
+    """Module state is host code's: the trusted replay runs only the recorded launches, so nothing a
+    module keeps between calls reaches what is checked or timed."""
     assert "hidden-state" not in [r for r, _ in rules(body)]
-    path = tmp_path / "solution.py"  # the kernel stands in as a no-op launcher: the state is host code's
-    path.write_text("import torch\nclass _Launcher:\n    def __getitem__(self, grid):\n"
-                    "        return lambda *args: None\nk = _Launcher()\n" + body)
-    module = load_module(str(path), f"runtime_state_{abs(hash(body))}")
-    module.forward(torch.ones(3))
-    first = state_fingerprint(module)
-    module.forward(torch.ones(3))
-    assert kept_tensors(module) or state_fingerprint(module) != first
 
 
 # Changes through an alias or a parameter stay refused statically: an alias may reach into objects

@@ -3,11 +3,11 @@ imported (so the solution can only ever see the harness's versions of what they 
 
 - :class:`TorchWorkGuard` records every aten operator ``forward`` runs outside Triton kernel
   launches; only allocation, views and the task's allowed torch calls may run there.
-- :class:`LaunchCounter` counts launches of kernels defined in the solution file, and pauses the
+- :class:`LaunchCounter` checks every kernel launch (its arguments, stream and hooks), and pauses the
   torch guard while a launch runs (the interpreter moves tensors with aten ops of its own); since
   the interpreted body can call back into its arguments there, a launch takes plain values only.
-  On the GPU it also reads the L2 state of :mod:`d2k_env.evaluator.l2_state` at each launch.
-- :func:`harness_fingerprint` snapshots the functions timing relies on, to detect tampering.
+  With a :class:`~d2k_env.evaluator.recorder.Recorder` set on the guard, a launch of the
+  solution's own kernels is recorded instead of run (the trusted replay runs it).
 - :func:`output_problems` checks exact tensor types, aliasing of inputs and input mutation.
 """
 
@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-import time
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from d2k_env.evaluator.l2_state import access_policy_window_bytes, persisting_l2_bytes
 
 # aten operators that allocate or make views: never the task's work.
 VIEW_AND_ALLOCATION_OPS = frozenset({
@@ -58,30 +56,13 @@ class TorchWorkGuard(TorchDispatchMode):
 
 
 class LaunchCounter:
-    """Wraps Triton's launch entry points to count launches of the solution's own kernels."""
+    """Wraps Triton's launch entry points: checks each launch, and hands the solution's own to the recorder."""
 
     def __init__(self, solution_path: str, guard: TorchWorkGuard):
         self.solution_path = solution_path
         self.guard = guard
-        self.own_launches = 0
-        self.own_names: set[str] = set()
-        # The one CUDA stream launches may use (None: unchecked). Work on a side stream escapes
-        # the timer's end event, which is recorded on this stream.
+        # The one CUDA stream launches may use (None: unchecked): the replay runs every launch on one.
         self.stream = None
-        # On the GPU (watch_l2): the persisting-L2 set-aside and the stream's access-policy window,
-        # read at each own launch; the window counts when it differs from the one read before the
-        # solution loaded (the harness sets none).
-        self.watch_l2 = False
-        self.window_at_start = 0
-        self.l2_set_aside = 0  # the largest set-aside seen (bytes)
-        self.l2_window = 0  # the largest changed window seen (bytes)
-
-    def note_l2(self) -> None:
-        if self.watch_l2:
-            self.l2_set_aside = max(self.l2_set_aside, persisting_l2_bytes())
-            window = access_policy_window_bytes(self.stream)
-            if window != self.window_at_start:
-                self.l2_window = max(self.l2_window, window, 1)
 
     def install(self) -> None:
         from triton.runtime import autotuner, interpreter, jit
@@ -153,10 +134,6 @@ class LaunchCounter:
 
         def counted_run(kernel, *args, **kwargs):
             fn = getattr(kernel, "fn", None)
-            if getattr(getattr(fn, "__code__", None), "co_filename", None) == counter.solution_path:
-                counter.own_launches += 1
-                counter.own_names.add(fn.__name__)
-                counter.note_l2()
             if getattr(kernel, "pre_run_hooks", None):
                 counter.guard.forbidden.append("pre-run hooks on a kernel (host code inside the launch)")
             problem = launch_argument_problem(fn, args, kwargs)
@@ -271,31 +248,6 @@ def launch_argument_problem(fn, args: tuple, kwargs: dict) -> str | None:
     if not callable(grid) and not (type(grid) in (tuple, list, torch.Size) and all(type(g) is int for g in grid)):
         return f"the launch grid is a {type(grid).__name__}: it must be a tuple of ints or a function returning one"
     return None
-
-
-def harness_fingerprint() -> dict[str, int]:
-    """Identities of the functions the timing and checking code calls through module attributes."""
-    targets = {
-        "torch.cuda.synchronize": torch.cuda.synchronize, "torch.cuda.Event": torch.cuda.Event,
-        "torch.cuda.Event.record": torch.cuda.Event.record,
-        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
-        "torch.equal": torch.equal, "torch.allclose": torch.allclose, "torch.save": torch.save,
-        "torch.Tensor.clone": torch.Tensor.clone, "torch.Tensor.cpu": torch.Tensor.cpu,
-        "torch.Tensor.detach": torch.Tensor.detach, "torch.Tensor.to": torch.Tensor.to,
-        "torch.Tensor.untyped_storage": torch.Tensor.untyped_storage, "torch.load": torch.load,
-        "torch.Tensor.__reduce_ex__": torch.Tensor.__reduce_ex__,
-        "time.perf_counter": time.perf_counter,
-    }
-    from d2k_env.evaluator import timing
-    targets.update({f"timing.{name}": getattr(timing, name) for name in
-                    ("time_pair", "time_batch", "graph_time", "measure_ceilings", "_stats", "_stream_times",
-                     "_best_event_time", "speedup_interval")})
-    targets["timing.L2Flusher.__call__"] = timing.L2Flusher.__call__
-    # The names LaunchCounter.note_l2 calls through this module's globals.
-    targets["guards.persisting_l2_bytes"] = persisting_l2_bytes
-    targets["guards.access_policy_window_bytes"] = access_policy_window_bytes
-    targets["guards.LaunchCounter.note_l2"] = LaunchCounter.note_l2
-    return {name: id(obj) for name, obj in targets.items()}
 
 
 def output_problems(outputs: tuple, inputs: tuple, pristine: tuple, in_place: frozenset[int], names: list[str]
