@@ -59,8 +59,12 @@ def build_prompt(task: Task, layers: tuple[str, ...], baseline_source: str, back
         "## Contract\n"
         "solution.py must define forward(*inputs) with the baseline's signature, returning the same "
         f"outputs ({', '.join(task.outputs)}) with the same dtypes, shapes and device, as new tensors. "
-        "The work must be done by @triton.jit kernels defined in solution.py; use torch only to allocate "
-        "outputs and query shapes. Do not modify the inputs.",
+        "The work must be done by @triton.jit kernels defined at the top level of solution.py; use torch "
+        "only to allocate (torch.empty, torch.zeros) and make views. Do not modify the inputs. "
+        "forward's Python runs only to record its kernel launches, which are then replayed on the secret "
+        "inputs without it: its launches (kernels, grids, arguments) must depend only on the inputs' "
+        "shapes, dtypes, strides and device, never on their values (no .item(), no host sync), and "
+        "nothing it keeps between calls reaches the replay.",
         "## What solution.py may and may not do\n" + CAPABILITIES,
         "## Workloads (timed on the GPU)\n" + workload_table(task, task.workloads),
         "## Smoke workloads (checked on the CPU interpreter backend)\n" + workload_table(task, task.smoke_workloads),
