@@ -557,7 +557,7 @@ def test_env_hang_is_killed_and_the_episode_goes_on(lab, case):
     steps = lab.result(case.job)
     obs, reward, _ = steps[1]
     first = load_task(case.task).smoke_workloads[0].name
-    assert f"phase 'check' of workload {first} exceeded its {HANG_LIMIT_S} s limit" in obs and reward == 0, obs
+    assert f"phase 'record' of workload {first} exceeded its {HANG_LIMIT_S} s limit" in obs and reward == 0, obs
     obs, _, info = steps[4]
     assert "PASSED" in obs and info["evaluation"]["correct"], obs
 

@@ -632,6 +632,9 @@ def merge_replay(result: EvalResult, replayed: EvalResult) -> EvalResult:
     """The solution run's result (its own failures, and which workloads it recorded) with each recorded
     workload's verdict and timings taken from the trusted replay; ceilings too. Nothing the solution
     process claimed beyond its failures survives."""
+    if replayed.output:  # what the kernels printed (the interpreter runs device_print and print there)
+        result.output = "\n".join(filter(None, [result.output, "[printed while the kernels were replayed]",
+                                                 replayed.output]))
     if replayed.error is not None:
         result.error = replayed.error
         return result

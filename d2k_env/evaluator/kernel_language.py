@@ -94,29 +94,34 @@ def _attribute_problem(node: ast.Attribute, namespace: dict, local: set[str]) ->
         chain.append(root.attr)
         root = root.value
     chain.reverse()
-    if isinstance(root, ast.Name) and root.id not in local and isinstance(namespace.get(root.id), types.ModuleType):
-        obj = namespace[root.id]
-        for i, attr in enumerate(chain):
-            if not isinstance(obj, types.ModuleType):
-                # Past the module: what is left is an attribute of a Triton value (tl.float32.primitive_bitwidth).
-                rest = [a for a in chain[i:] if a not in value_attributes()]
-                return f"{'.'.join(chain)} reads {rest[0]}, which is not an attribute of Triton's values" if rest \
-                    else None
-            if not _language_module(obj):
-                return f"{root.id}.{'.'.join(chain[:i])} is the module {obj.__name__}, outside Triton's language"
-            obj = getattr(obj, attr, None)
-            if obj is None:
-                return f"{root.id}.{'.'.join(chain[:i + 1])} does not exist"
+    if not (isinstance(root, ast.Name) and root.id not in local and
+            isinstance(namespace.get(root.id), types.ModuleType)):
+        if node.attr not in value_attributes():
+            return f"the attribute {node.attr} is not one of Triton's tensors, dtypes or constexprs"
+        return None
+    # Rooted at a module: follow the chain through modules and the language's classes (tl.PropagateNan.ALL),
+    # then what is left is attributes of a Triton value (tl.float32.primitive_bitwidth).
+    obj, path = namespace[root.id], root.id
+    for i, attr in enumerate(chain):
         if isinstance(obj, types.ModuleType):
-            return None if _language_module(obj) else f"{root.id}.{'.'.join(chain)} is outside Triton's language"
-        owner = str(getattr(obj, "__module__", None) or type(obj).__module__)
-        # The interpreter swaps the language's functions for its own (triton.runtime.interpreter's).
-        if owner in ("math", "triton") or owner.startswith(("triton.language", "triton.runtime.interpreter")):
-            return None
-        return f"{root.id}.{'.'.join(chain)} is a {type(obj).__name__} of {owner}, outside Triton's language"
-    if node.attr not in value_attributes():
-        return f"the attribute {node.attr} is not one of Triton's tensors, dtypes or constexprs"
-    return None
+            if not _language_module(obj):
+                return f"{path} is the module {obj.__name__}, outside Triton's language"
+        elif not isinstance(obj, type):
+            rest = [a for a in chain[i:] if a not in value_attributes()]
+            return f"{'.'.join([root.id, *chain])} reads {rest[0]}, which is not an attribute of Triton's values" \
+                if rest else None
+        if not hasattr(obj, attr):
+            return f"{path}.{attr} does not exist"
+        obj, path = getattr(obj, attr), f"{path}.{attr}"
+    if isinstance(obj, types.ModuleType):
+        return None if _language_module(obj) else f"{path} is outside Triton's language"
+    owner = str(getattr(obj, "__module__", None) or type(obj).__module__)
+    # The interpreter swaps the language's functions for its own (triton.runtime.interpreter's); the
+    # language also exports a few of the compiler's enums (tl.PropagateNan).
+    if owner in ("math", "triton") or owner.startswith(("triton.language", "triton.runtime.interpreter",
+                                                         "triton._C.libtriton")):
+        return None
+    return f"{path} is a {type(obj).__name__} of {owner}, outside Triton's language"
 
 
 def _language_module(module: types.ModuleType) -> bool:

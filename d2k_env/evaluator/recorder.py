@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import sys
 import textwrap
 import types
 
@@ -111,8 +112,12 @@ class Recorder:
         globals_ = {}
         for name in sorted(_global_names(fn)):
             value = fn.__globals__[name]
-            globals_[name] = {"module": value.__name__} if isinstance(value, types.ModuleType) else \
-                self.argument(value, f"global {name!r} read by kernel {fn.__name__}", tensors=False)
+            if isinstance(value, types.ModuleType):
+                globals_[name] = {"module": value.__name__}
+            elif (where := _language_member(value)) is not None:
+                globals_[name] = {"member": where}
+            else:
+                globals_[name] = self.argument(value, f"global {name!r} read by kernel {fn.__name__}", tensors=False)
         self.kernels[key] = Kernel(fn.__name__, code.co_firstlineno, _jit_options(kernel), globals_)
         return key
 
@@ -189,8 +194,19 @@ def _grid(grid, kernel: str) -> tuple[int, int, int]:
     return tuple(grid) + (1,) * (3 - len(grid))
 
 
+def _language_member(value) -> list[str] | None:
+    """``[module, name]`` when ``value`` is a public member of Triton's language bound to a global of
+    its own (``from triton.language.extra.libdevice import rsqrt``), else None."""
+    module, name = getattr(value, "__module__", None), getattr(value, "__name__", None)
+    if not (isinstance(module, str) and isinstance(name, str) and module.startswith("triton.language")):
+        return None
+    owner = sys.modules.get(module)
+    return [module, name] if owner is not None and getattr(owner, name, None) is value else None
+
+
 def _global_names(fn) -> set[str]:
-    """Names ``fn``'s body reads that are the module's globals (parameters and locals excluded)."""
+    """Names ``fn``'s body and annotations read that are the module's globals (parameters and locals
+    excluded; default values are not read: a recorded launch passes every argument)."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError) as exc:
@@ -198,6 +214,7 @@ def _global_names(fn) -> set[str]:
     definition = tree.body[0]
     if isinstance(definition, ast.FunctionDef):
         definition.decorator_list = []  # autotune configs and the like are the host's, not the kernel's
+        definition.args.defaults, definition.args.kw_defaults = [], []
     loaded = {n.id for n in ast.walk(definition) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     return (loaded - set(fn.__code__.co_varnames)) & set(fn.__globals__)
 

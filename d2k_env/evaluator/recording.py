@@ -22,7 +22,8 @@ Format (JSON):
 REF is ``{"input": i, "offset": bytes}`` or ``{"buffer": j, "offset": bytes}``; ARG is
 ``{"tensor": REF, "dtype": D}``, ``{"value": int | float | bool | str | null}``,
 ``{"tl_dtype": name}``, ``{"torch_dtype": name}``, ``{"constexpr": ARG}``, ``{"jit": K}`` or
-``{"tuple": [ARG, ...]}``; a global VALUE is an ARG or ``{"module": name}``.
+``{"tuple": [ARG, ...]}``; a global VALUE is an ARG, ``{"module": name}`` or ``{"member": [module,
+name]}`` (a public member of Triton's language bound to a global: ``from ... libdevice import rsqrt``).
 
 Forward's contract: its launches depend only on the inputs' shapes, dtypes, strides and device (as
 CUDA-graph capture requires), so a recording made on one set of inputs holds for any other of the
@@ -203,7 +204,7 @@ def first_difference(a: Recording, b: Recording) -> str | None:
             arg = next(n for n in names if x.args.get(n) != y.args.get(n))
             return (f"step {i} ({_kernel_name(a, x)}) passed {arg}={_show(x.args.get(arg))} one time and "
                     f"{_show(y.args.get(arg))} the other")
-        return f"step {i} differed"
+        return f"step {i} was {_step(a, x)} one time and {_step(b, y)} the other"
     if len(a.steps) != len(b.steps):
         return f"forward made {len(a.steps)} fills and launches one time and {len(b.steps)} the other"
     if a.outputs != b.outputs:
@@ -211,6 +212,12 @@ def first_difference(a: Recording, b: Recording) -> str | None:
     if a.kernels != b.kernels:
         return "a kernel's globals or options differed"
     return None
+
+
+def _step(r: Recording, step: Fill | Launch) -> str:
+    if isinstance(step, Launch):
+        return f"a launch of {_kernel_name(r, step)}"
+    return f"a fill with {step.value!r} of {step.view.at.space} {step.view.at.index}"
 
 
 def _kernel_name(r: Recording, launch: Launch) -> str:
@@ -309,8 +316,8 @@ def _arg(value, where: str, spaces: dict[str, int] | None, depth: int = 0):
         v = value["value"]
         if v is not None and type(v) is not str:
             _number(v, where)
-        elif type(v) is str:
-            _string(v, where)
+        elif type(v) is str and len(v) > MAX_STRING:
+            raise RecordingError(f"{where} is a string of more than {MAX_STRING} characters")
     elif kind == "tl_dtype" and len(value) == 1:
         if value["tl_dtype"] not in TL_DTYPES:
             raise RecordingError(f"{where} names an unknown Triton dtype")
@@ -324,6 +331,11 @@ def _arg(value, where: str, spaces: dict[str, int] | None, depth: int = 0):
     elif kind == "tuple" and len(value) == 1:
         for item in _list(value["tuple"], where, MAX_TUPLE):
             _arg(item, where, spaces, depth + 1)
+    elif kind == "member" and spaces is None and len(value) == 1:
+        member = value["member"]
+        if not (isinstance(member, list) and len(member) == 2 and member[0] in KERNEL_MODULES - {"math"} and
+                type(member[1]) is str and member[1].isidentifier() and not member[1].startswith("_")):
+            raise RecordingError(f"{where} is not a public member of Triton's language")
     elif kind == "module" and spaces is None and len(value) == 1:
         if value["module"] not in KERNEL_MODULES:
             raise RecordingError(f"{where} is the module {str(value['module'])[:60]!r}: a kernel may read "

@@ -4,9 +4,10 @@ The replay process never imports the solution. It gets the source text the polic
 the evaluator, never from the solution process) and, per workload, the recording the solution
 process wrote (:mod:`d2k_env.evaluator.recording`, validated by :func:`~recording.parse`). It rebuilds
 each recorded kernel from that text: the top-level ``def`` of that name and line, with its
-decorators dropped, checked to be Triton's language (:mod:`d2k_env.evaluator.kernel_language`), run
-in a namespace holding only Triton's modules, the other rebuilt kernels, the recorded constants and
-a handful of builtins. Then :class:`Replay` runs the recorded steps on any inputs of the workload's
+decorators and default values dropped, checked to be Triton's language
+(:mod:`d2k_env.evaluator.kernel_language`), compiled from the unparsed checked tree (the only text
+Triton then reads of it), in a namespace holding only Triton's modules, the other rebuilt kernels,
+the recorded constants and a handful of builtins. Then :class:`Replay` runs the recorded steps on any inputs of the workload's
 shapes: it allocates the buffers, makes the fills and launches, and returns the recorded outputs.
 
 What this guarantees: whatever the solution's Python did in its own process, what is checked and
@@ -18,6 +19,7 @@ trusts the language check to keep it inside Triton's language.
 
 from __future__ import annotations
 
+import __future__
 import ast
 import importlib
 import linecache
@@ -65,17 +67,30 @@ def rebuild_kernels(source: str, path: str, recording: Recording) -> dict:
             namespace[name] = decoded
     plain = []
     for node in chosen.values():
-        bare = ast.FunctionDef(**{f: getattr(node, f) for f in node._fields if f != "decorator_list"},
-                               decorator_list=[])
+        # Decorators are the host's; default values too (a recorded launch passes every argument).
+        bare = ast.FunctionDef(**{f: getattr(node, f) for f in node._fields if f not in ("decorator_list", "args")},
+                               decorator_list=[], args=ast.arguments(**{
+                                   **{f: getattr(node.args, f) for f in node.args._fields},
+                                   "defaults": [], "kw_defaults": [None] * len(node.args.kwonlyargs)}))
         plain.append(ast.copy_location(bare, node))
         if problems := kernel_language.problems(bare, namespace):
             raise ReplayError("\n".join(problems[:5]))
-    futures = [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "__future__"]
-    module = ast.Module(body=futures + plain, type_ignores=[])
-    ast.fix_missing_locations(module)
-    # Triton reads a kernel's source through linecache (inspect.getsource): the checked text, never the file.
-    linecache.cache[path] = (len(source), None, tokenizer_lines(source), path)
-    exec(compile(module, path, "exec", dont_inherit=True), namespace)
+    # What runs is the text of the checked trees themselves (ast.unparse): Triton re-reads a kernel's text
+    # through linecache (the interpreter even executes its def again), so that text holds no decorator,
+    # no default and nothing else the check did not see. Each def keeps its line where it can, so
+    # messages point near the line of solution.py.
+    text, line = "", 1
+    for node in plain:
+        code = ast.unparse(node) + "\n"
+        start = max(line, node.lineno)
+        text += "\n" * (start - line) + code
+        line = start + code.count("\n")
+    linecache.cache[path] = (len(text), None, tokenizer_lines(text), path)
+    # A __future__ import is a compiler flag here: as a statement it would import at run time.
+    flags = sum(getattr(__future__, alias.name).compiler_flag for n in tree.body
+                if isinstance(n, ast.ImportFrom) and n.module == "__future__" for alias in n.names
+                if hasattr(__future__, alias.name))
+    exec(compile(text, path, "exec", flags=flags, dont_inherit=True), namespace)
     jitted = {}
     for key, kernel in recording.kernels.items():
         options = {k: (tuple(v) if isinstance(v, list) else v) for k, v in kernel.options.items()}
@@ -112,7 +127,7 @@ class Replay:
 
     def _allocate(self, buffer: Buffer, poison: bool) -> torch.Tensor:
         dtype = getattr(torch, buffer.dtype)
-        size = buffer.nbytes // torch.empty(0, dtype=dtype).element_size()
+        size = buffer.nbytes // dtype.itemsize
         t = torch.empty(size, dtype=dtype, device=self.device)
         if buffer.fill is not None:
             t.fill_(buffer.fill)
@@ -132,7 +147,7 @@ class Replay:
             base = buffers[ref.index]
         storage = base.untyped_storage()
         position = base.storage_offset() * base.element_size() + ref.offset
-        item = torch.empty(0, dtype=dtype).element_size()
+        item = dtype.itemsize
         if position % item:
             raise ReplayError(f"{where} is a {dtype} pointer at byte {ref.offset}, not a multiple of its size")
         if shape is None:
@@ -176,6 +191,12 @@ def _global(value: dict):
 
     if "module" in value:
         return importlib.import_module(value["module"])
+    if "member" in value:
+        module, name = value["member"]
+        member = getattr(importlib.import_module(module), name, None)
+        if member is None:
+            raise ReplayError(f"{module}.{name} does not exist")
+        return member
     if "value" in value:
         return value["value"]
     if "tl_dtype" in value:

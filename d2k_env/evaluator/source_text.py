@@ -11,9 +11,9 @@ is ``linecache`` at the code object's first line number (the interpreter's ``Fun
 text at that line number was another one, a string's contents say, that the policy had read as a
 string: a kernel body the policy never checked ran (torch operators, imports, anything).
 
-Two defences, each sufficient for the case above (and the trusted replay rebuilds kernels from the
-checked text's own syntax tree, with ``linecache`` holding the tokenizer's lines, so the text it
-checks and the text Triton re-reads are one):
+Two defences here, each sufficient for the case above; and the trusted replay runs no text of the
+file at all: it compiles ``ast.unparse`` of the checked syntax trees and gives ``linecache`` that
+text, so what Triton re-reads is what was checked:
 
 - :func:`text_problems`: the policy refuses those characters anywhere in a solution, and a lone
   ``\\r`` (``[source-text]``). Anywhere, not only outside string literals: honest code never needs

@@ -1,6 +1,6 @@
 """Task: every
 Backend: interpreter
-Expect: "phase 'check' of workload" "exceeded its 3 s limit"
+Expect: "phase 'replay' of workload" "exceeded its 3 s limit"
 Mode: test
 Limits: hang
 Check: recovers
