@@ -174,3 +174,59 @@ def test_escape_fails_on_the_interpreter(lab, case):
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_escape_fails_on_the_gpu(lab, case):
     run_case(lab, case, "cuda")
+
+
+LIES = {  # case: what a recorder must have heard (checked by the probe below)
+    "recorder_told_huge_grid": "any(grid == (2**31 - 1, 65535, 65535) for _, grid, _ in heard)",
+    "recorder_told_foreign_kernel_name": "any(name == '_not_in_the_source' for name, _, _ in heard)",
+    "recorder_told_pointer_outside": "any(args[0] == x.data_ptr() - 2048 for _, _, args in heard)",
+    "recorder_told_changing_scalar": "len({args[5] for _, _, args in heard}) == 2",
+}
+
+PROBE = '''
+import importlib.util, sys, torch
+from triton.runtime import interpreter
+from d2k_env.task import load_task
+
+heard = []
+
+
+def make(run):  # a launch recorder as the harness might install one: a closure over what it wraps
+    def recorder(kernel, *args, **kwargs):
+        heard.append((kernel.fn.__name__, kwargs.get("grid"),
+                      [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]))
+        return run(kernel, *args, **kwargs)
+    recorder.__module__ = "d2k_env.evaluator.recorder_probe"
+    return recorder
+
+
+interpreter.InterpretedFunction.run = make(interpreter.InterpretedFunction.run)
+spec = importlib.util.spec_from_file_location("solution", sys.argv[0].replace("probe.py", "solution.py"))
+solution = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(solution)
+task = load_task("fused_add_rmsnorm")
+w = task.smoke_workloads[0]
+x, residual, weight = task.make_inputs(w, torch.Generator().manual_seed(1), "cpu")
+banded = torch.empty(4096 + x.numel(), dtype=x.dtype)[4096:].view(x.shape)  # room before it, as the guard band
+banded.copy_(x)
+x = banded
+for _ in range(2):
+    outputs = solution.forward(x, residual, weight)
+    verdict = task.checker(outputs, solution._ESC["torch_forward"](x, residual, weight), (x, residual, weight))
+    assert verdict.ok, verdict.message
+assert {lie}, heard
+print("HEARD", len(heard))
+'''
+
+
+@pytest.mark.parametrize("name", sorted(LIES))
+def test_a_closure_recorder_hears_each_lie_while_the_outputs_stay_right(name, tmp_path, interpreted):
+    """The recorder_told_* cases lie to any harness wrapper of Triton's launch that closes over what it
+    wraps, as a launch recorder would: checked with a stand-in recorder, in a process of its own."""
+    case = next(c for c in CASES if c.name == name)
+    (tmp_path / "solution.py").write_text(case.source())
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE.replace("{lie}", LIES[name]))
+    proc = interpreted.run(probe, timeout=120)
+    assert proc.returncode == 0 and "HEARD" in proc.stdout, proc.stdout + proc.stderr
+    assert REACHED in proc.stdout, proc.stdout
