@@ -27,6 +27,7 @@ import pytest
 
 import d2k_env.evaluator
 from d2k_env.evaluator import Evaluator, PhaseLimits
+from d2k_env.evaluator.baseline_check import BaselineTimes
 from d2k_env.reward import submission_reward
 from d2k_env.task import load_task, task_ids
 from escapes.cases import CASES, NO_GAIN, REACHED, ZERO, ZERO_IF_REACHED, Case, honest_source
@@ -51,13 +52,17 @@ class Lab:
     def __init__(self):
         self.tmp = Path(tempfile.mkdtemp(prefix="d2k-escapes-"))
         self.evaluators: dict[tuple[str, str], Evaluator] = {}
+        # The lab's own baseline medians (the honest kernels' first): a forged baseline time never
+        # reaches the user's cache, where it would skew later evaluations on the machine.
+        self.baseline_times = BaselineTimes(self.tmp / "baseline-times.json")
         self.honest: dict[tuple[str, str], object] = {}
         self.lock = threading.Lock()
 
     def evaluator(self, task_id: str, backend: str) -> Evaluator:
         with self.lock:
             if (task_id, backend) not in self.evaluators:
-                self.evaluators[task_id, backend] = Evaluator(load_task(task_id), backend, limits=LIMITS)
+                self.evaluators[task_id, backend] = Evaluator(load_task(task_id), backend, limits=LIMITS,
+                                                              baseline_times=self.baseline_times)
             return self.evaluators[task_id, backend]
 
     def file(self, name: str, source: str) -> Path:
@@ -128,7 +133,8 @@ def run_case(lab: Lab, case: Case, backend: str) -> None:
     honest_reward = submission_reward("speedup", honest)
     assert honest_reward > 0, f"the honest kernel of {case.task} is not paid:\n{verdict(honest)}"
     if case.honest_after:
-        ev = Evaluator(load_task(case.task), backend, limits=LIMITS, pool=lab.evaluator(case.task, backend).pool)
+        ev = Evaluator(load_task(case.task), backend, limits=LIMITS, pool=lab.evaluator(case.task, backend).pool,
+                       baseline_times=lab.baseline_times)
     else:
         ev = lab.evaluator(case.task, backend)
     try:
@@ -136,6 +142,7 @@ def run_case(lab: Lab, case: Case, backend: str) -> None:
         reward = submission_reward("speedup", result)
         told = f"{case.name} ({case.tries}) earned {reward:.4g} (the honest kernel {honest_reward:.4g}):\n" \
                f"{verdict(result)}"
+        print(told)  # the "before" of a passing case too (pytest -rP shows it)
         lied = case.must == ZERO_IF_REACHED and reached(result)
         if case.must == ZERO or lied:
             assert reward == 0, told

