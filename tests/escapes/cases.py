@@ -12,10 +12,12 @@ honest kernel, wrapped the same way without the escape, is paid.
 
 What each case must come to (``must``):
 
-- ``ZERO``: reward 0. Every such case returns outputs that no kernel of its own wrote (torch,
-  numpy, a forged file, a kernel whose text is not in the source, ...), or dies, or breaks the
-  launch contract (launches that depend on anything but shapes, dtypes, strides and device), so
-  its 0 does not depend on whether the escape reaches its target.
+- ``ZERO``: reward 0. Such a case returns outputs that no kernel of its text wrote (torch, numpy,
+  a forged file, a kernel compiled from other text), so its 0 does not depend on whether the
+  escape reaches its target; or it dies; or its launches are ones a trusted replay must refuse: a
+  pointer outside every buffer of the call, or launches that depend on anything but shapes,
+  dtypes, strides and device (issue 25's contract: "fails with a message saying which launch
+  differed").
 - ``NO_GAIN``: the honest kernel does the work, and the escape can only change nothing: the reward
   is never more than the honest kernel's (on the GPU, within its measured spread); 0 is allowed.
 - ``ZERO_IF_REACHED``: a lie told to whatever records the launches. If it reached a recorder (the
