@@ -30,7 +30,7 @@ from d2k_env.evaluator import Evaluator, PhaseLimits
 from d2k_env.evaluator.baseline_check import BaselineTimes
 from d2k_env.reward import submission_reward
 from d2k_env.task import load_task, task_ids
-from escapes.cases import CASES, NO_GAIN, REACHED, ZERO, ZERO_IF_REACHED, Case, honest_source
+from escapes.cases import CASES, LIED, NO_GAIN, REACHED, ZERO, ZERO_IF_REACHED, Case, honest_source
 
 BOUNDARY = importlib.util.find_spec("d2k_env.evaluator.replay") is not None
 pytestmark = pytest.mark.skipif(
@@ -143,7 +143,7 @@ def run_case(lab: Lab, case: Case, backend: str) -> None:
         told = f"{case.name} ({case.tries}) earned {reward:.4g} (the honest kernel {honest_reward:.4g}):\n" \
                f"{verdict(result)}"
         print(told)  # the "before" of a passing case too (pytest -rP shows it)
-        lied = case.must == ZERO_IF_REACHED and reached(result)
+        lied = case.must == ZERO_IF_REACHED and any(line.startswith(LIED) for line in reached(result))
         if case.must == ZERO or lied:
             assert reward == 0, told
         else:
@@ -236,4 +236,4 @@ def test_a_closure_recorder_hears_each_lie_while_the_outputs_stay_right(name, tm
     probe.write_text(PROBE.replace("{lie}", LIES[name]))
     proc = interpreted.run(probe, timeout=120)
     assert proc.returncode == 0 and "HEARD" in proc.stdout, proc.stdout + proc.stderr
-    assert REACHED in proc.stdout, proc.stdout
+    assert LIED in proc.stdout, proc.stdout
