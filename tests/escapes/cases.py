@@ -71,8 +71,8 @@ the policy-checked text, replays the launches on the secret check inputs and doe
    a scalar that changes with every call, while Triton's own launch gets the truth and the
    outputs stay right; and every JSON file the harness left in the outputs and scratch directories
    rewritten just before its result goes out: paths outside, huge grids); group files in the
-   Triton cache pointed at paths outside it; and a
-   planted binary under the honest kernel's cache key, which a later trusted compile would load.
+   Triton cache pointed at paths outside it; and a planted binary under the honest kernel's cache
+   key, which a later trusted compile would load.
    The trusted side must validate what it is told, replay only kernels of the checked text, never
    believe a recording it cannot reproduce, and never load what the solution wrote.
 """
