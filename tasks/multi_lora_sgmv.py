@@ -102,7 +102,8 @@ def terms(inputs):
 
 CHECK = AccumulationBound("y", terms, REL, why="the LoRA delta's bf16 roundings of x A^T, of the delta and of "
                                                "the shrink's partial sums, on both sides; y is base where a token "
-                                               "has no adapter")
+                                               "has no adapter",
+                          measure="scales[l] * (|x A^T| + 2^-3 |x| |A|^T) |B|^T, the magnitudes of the delta's terms")
 
 HELDOUT_SHAPES = ("any T >= 1, L >= 1, R >= 1, H >= 1, S >= 1 and NS >= 1; submit also checks three held-out shapes "
                   "drawn at random, each long on some axes and narrow on the others: more tokens and more adapter "

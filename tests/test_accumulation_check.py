@@ -107,6 +107,7 @@ def test_other_outputs_get_their_own_checks_and_the_description_says_so():
     text = check.describe(outputs)
     assert "y: every element within one bfloat16 step" in text and "0.000976562 times" in text
     assert "fp8 partials" in text and "s: every element within 0 + 1e-06" in text
+    assert "times the sum of the magnitudes of the products it sums" in text  # the default measure
     y, s = torch.ones(4), torch.ones(2)
     good = check.verdict({"y": y.bfloat16(), "s": s}, {"y": y.bfloat16(), "s": s}, (y,))
     bad = check.verdict({"y": y.bfloat16(), "s": s * 1.01}, {"y": y.bfloat16(), "s": s}, (y,))
@@ -117,6 +118,7 @@ def test_other_outputs_get_their_own_checks_and_the_description_says_so():
     (AccumulationBound("z", abs, 1e-3, "t"), "none of the task's outputs"),
     (AccumulationBound("y", abs, 1.5, "t"), "rel must be a float in (0, 1)"),
     (AccumulationBound("y", None, 1e-3, "t"), "terms must be a function"),
+    (AccumulationBound("y", abs, 1e-3, "t", measure=" "), "measure must say what terms(inputs) is"),
 ])
 def test_a_bound_that_cannot_apply_is_named(check, why):
     assert why in check.problem([Output("y", torch.bfloat16)])

@@ -30,13 +30,15 @@ from d2k_env.tasks.checks import Check, PerOutput, compare_output, dtype_name, d
 class AccumulationBound(Check):
     """``output`` checked against a bound derived from its terms (module docstring); the task's
     other outputs with ``others`` (a :class:`PerOutput`, by default each with the default check of
-    its dtype). ``terms(inputs)`` must return a float tensor of the output's shape."""
+    its dtype). ``terms(inputs)`` must return a float tensor of the output's shape; ``measure`` says
+    in the description what it is, where it is more than the sum of the products' magnitudes."""
 
     output: str
     terms: Callable[[tuple], torch.Tensor]
     rel: float
     why: str
     others: PerOutput = field(default_factory=PerOutput)
+    measure: str = "the sum of the magnitudes of the products it sums"
 
     def verdict(self, outputs: Mapping[str, torch.Tensor], expected: Mapping[str, torch.Tensor], inputs: tuple):
         out, ref = outputs[self.output], expected[self.output]
@@ -52,8 +54,8 @@ class AccumulationBound(Check):
             return step + slack[torch.isfinite(ref.double())]
 
         mine = compare_output(self.output, out, ref, bound, torch.finfo(out.dtype).tiny,
-                              f"further from the expected value than {self.rel:g} of the sum of their terms' "
-                              f"magnitudes{' plus one ' + dtype_name(out.dtype) + ' step' if narrow else ''}")
+                              f"further from the expected value than {self.rel:g} times {self.measure}"
+                              f"{' plus one ' + dtype_name(out.dtype) + ' step' if narrow else ''}")
         rest = {n: o for n, o in outputs.items() if n != self.output}
         if not rest:
             return mine
@@ -66,8 +68,7 @@ class AccumulationBound(Check):
         mine = [o for o in outputs if o.name == self.output]
         dtype = mine[0].dtype if mine else torch.float32
         step = f"one {dtype_name(dtype)} step of the expected value plus " if is_narrow_float(dtype) else ""
-        text = (f"{self.output}: every element within {step}{self.rel:g} times the sum of the magnitudes of the "
-                f"products it sums ({self.why})")
+        text = f"{self.output}: every element within {step}{self.rel:g} times {self.measure} ({self.why})"
         rest = [o for o in outputs if o.name != self.output]
         if rest:
             return text + "; " + self.others.describe(rest)
@@ -82,6 +83,8 @@ class AccumulationBound(Check):
             return f"AccumulationBound is for float outputs, not {dtype_name(dtype)}"
         if not callable(self.terms):
             return "terms must be a function of the inputs"
+        if not (isinstance(self.measure, str) and self.measure.strip()):
+            return "measure must say what terms(inputs) is"
         if not (isinstance(self.rel, float) and 0 < self.rel < 1):
             return f"rel must be a float in (0, 1), not {self.rel!r}"
         return self.others.problem([o for o in outputs if o.name != self.output])
