@@ -27,15 +27,16 @@ and y[t] = base[t] for tokens with no adapter. Return y [T, N] bfloat16 (base is
 intermediate x @ A^T may be rounded to bf16 before the expand, as Punica does.
 """
 
+# Named T x L x rank; the other sizes are in the parameters.
 WORKLOADS = [
-    Workload("256x8x16x4096to4096", {"T": 256, "L": 8, "R": 16, "H": 4096, "S": 1, "NS": 4096}, launch_bound=True),
-    Workload("4096x32x64x4096to2x14336", {"T": 4096, "L": 32, "R": 64, "H": 4096, "S": 2, "NS": 14336}),
-    Workload("64x16x16x8192to8192", {"T": 64, "L": 16, "R": 16, "H": 8192, "S": 1, "NS": 8192}, launch_bound=True),
+    Workload("256x8x16", {"T": 256, "L": 8, "R": 16, "H": 4096, "S": 1, "NS": 4096}, launch_bound=True),
+    Workload("4096x32x64", {"T": 4096, "L": 32, "R": 64, "H": 4096, "S": 2, "NS": 14336}),
+    Workload("64x16x16", {"T": 64, "L": 16, "R": 16, "H": 8192, "S": 1, "NS": 8192}, launch_bound=True),
 ]
 # Ragged everything: token counts that fill no tile, H and NS of no power of two, a rank below the MMA's 16.
 SMOKE_WORKLOADS = [
-    Workload("37x4x8x96to40", {"T": 37, "L": 4, "R": 8, "H": 96, "S": 1, "NS": 40}),
-    Workload("50x3x16x64to2x24", {"T": 50, "L": 3, "R": 16, "H": 64, "S": 2, "NS": 24}),
+    Workload("37x4x8", {"T": 37, "L": 4, "R": 8, "H": 96, "S": 1, "NS": 40}),
+    Workload("50x3x16", {"T": 50, "L": 3, "R": 16, "H": 64, "S": 2, "NS": 24}),
 ]
 
 
