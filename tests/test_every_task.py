@@ -126,7 +126,8 @@ def test_inputs_are_seeded_and_structured(task_id):
     a, b, c = make(1), make(1), make(2)
     for x, y, z in zip(a, b, c):
         assert torch.equal(x, y) and not torch.equal(x, z)
-        assert x[torch.isfinite(x)].float().std() > 0  # never constants (+inf may mark special entries)
+        x = x.float()  # fp8 inputs (quantised GEMM operands) have no isfinite on the CPU
+        assert x[torch.isfinite(x)].std() > 0  # never constants (+inf may mark special entries)
 
 
 @pytest.mark.parametrize("task_id", TASK_IDS)

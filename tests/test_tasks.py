@@ -60,3 +60,22 @@ def test_fp8_checker_tells_fp32_rounding_from_lower_precision(variant, ok):
     verdict = task.checker((quantise(scaled), expected[1]), expected, (x,))
     assert verdict.ok is ok, verdict.message
     assert ok or "lower precision inside" in verdict.message
+
+
+def test_awq_packing_puts_column_c_in_nibble_awq_order_c():
+    """The AWQ task's inputs are packed in AWQ's order (column c of a word in nibble 0,4,1,5,2,6,3,7[c]),
+    and its baseline unpacks them back to the same values."""
+    import importlib.util
+    task = load_task("awq_w4a16_gemm")
+    spec = importlib.util.spec_from_file_location("tasks_awq", task.spec_path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    values = torch.arange(16, dtype=torch.int32).repeat(3, 1)  # two words per row: 0..7 and 8..15
+    packed = module.pack_awq(values)
+    assert packed.dtype == torch.int32 and packed.shape == (3, 2)
+    for c, nibble in enumerate((0, 4, 1, 5, 2, 6, 3, 7)):
+        assert int((packed[0, 1] >> (4 * nibble)) & 0xF) == 8 + c
+    baseline = importlib.util.spec_from_file_location("baseline_awq", task.baseline_path)
+    unpacker = importlib.util.module_from_spec(baseline)
+    baseline.loader.exec_module(unpacker)
+    assert torch.equal(unpacker.unpack(packed), values)
