@@ -6,8 +6,9 @@ timed against eager, torch.compile(baseline) and the library a user would pick, 
 Libraries (each import guarded; a missing one is reported as such, never faked):
 - moe_grouped_topk_router: SGLang's fused CUDA gate ``sgl_kernel.moe_fused_gate`` (wheel sgl-kernel),
   else vLLM's ``grouped_topk`` (wheel vllm, its Python path with the custom op where the build has it);
-- moe_align_block_size: vLLM's CUDA ``vllm._custom_ops.moe_align_block_size`` (wheel vllm), else
-  ``sgl_kernel.moe_align_block_size``.
+- moe_align_block_size: vLLM's CUDA ``vllm._custom_ops.moe_align_block_size`` (wheel vllm);
+- fused_moe_bf16: vLLM's ``fused_experts`` (its Triton fused_moe_kernel with its tuned configs; wheel vllm).
+The roofline fraction uses the bf16 GEMM peak and copy bandwidth measured at the start of the run.
 Timing is the evaluator's protocol (d2k_env.evaluator.timing: cold L2, interleaved pairs, adaptive
 repetitions, medians, bootstrap intervals); launch-bound workloads also get a CUDA-graph timing. The
 first call of each reference (its compile time) is reported. Writes moe-<date>.md and .json.
@@ -29,7 +30,7 @@ from d2k_env.evaluator.timing import L2Flusher, graph_time, measure_ceilings, ti
 from d2k_env.evaluator.worker import load_module
 from d2k_env.task import load_task
 
-TASKS = ("moe_grouped_topk_router", "moe_align_block_size")
+TASKS = ("moe_grouped_topk_router", "moe_align_block_size", "fused_moe_bf16")
 HELDOUT_SEEDS = (0, 1, 2)
 
 
@@ -74,7 +75,19 @@ def _align_library():
         return f"none (vllm: {exc!r})", None
 
 
-LIBRARIES = {"moe_grouped_topk_router": _router_library, "moe_align_block_size": _align_library}
+def _fused_moe_library():
+    try:
+        from vllm.model_executor.layers.fused_moe import fused_experts
+
+        def run(hidden_states, w1, w2, topk_weights, topk_ids):
+            return fused_experts(hidden_states, w1, w2, topk_weights, topk_ids, inplace=False)
+        return "vllm fused_experts (its Triton fused_moe_kernel)", run
+    except Exception as exc:  # noqa: BLE001
+        return f"none (vllm: {exc!r})", None
+
+
+LIBRARIES = {"moe_grouped_topk_router": _router_library, "moe_align_block_size": _align_library,
+             "fused_moe_bf16": _fused_moe_library}
 
 
 def check_heldout(task, reference, baseline, dev) -> list[dict]:
