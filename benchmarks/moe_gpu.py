@@ -7,7 +7,9 @@ Libraries (each import guarded; a missing one is reported as such, never faked):
 - moe_grouped_topk_router: SGLang's fused CUDA gate ``sgl_kernel.moe_fused_gate`` (wheel sgl-kernel),
   else vLLM's ``grouped_topk`` (wheel vllm, its Python path with the custom op where the build has it);
 - moe_align_block_size: vLLM's CUDA ``vllm._custom_ops.moe_align_block_size`` (wheel vllm);
-- fused_moe_bf16: vLLM's ``fused_experts`` (its Triton fused_moe_kernel with its tuned configs; wheel vllm).
+- fused_moe_bf16: vLLM's ``fused_experts`` (its Triton fused_moe_kernel with its tuned configs; wheel vllm);
+- moe_silu_mul_fp8_quant: vLLM's silu_and_mul then per_token_group_quant_fp8 with column-major scales
+  (unfused; its bf16 product fails this task's 0.5% code bound, so its check column reads False).
 The roofline fraction uses the bf16 GEMM peak and copy bandwidth measured at the start of the run.
 Timing is the evaluator's protocol (d2k_env.evaluator.timing: cold L2, interleaved pairs, adaptive
 repetitions, medians, bootstrap intervals); launch-bound workloads also get a CUDA-graph timing. The
@@ -30,7 +32,7 @@ from d2k_env.evaluator.timing import L2Flusher, graph_time, measure_ceilings, ti
 from d2k_env.evaluator.worker import load_module
 from d2k_env.task import load_task
 
-TASKS = ("moe_grouped_topk_router", "moe_align_block_size", "fused_moe_bf16")
+TASKS = ("moe_grouped_topk_router", "moe_align_block_size", "fused_moe_bf16", "moe_silu_mul_fp8_quant")
 HELDOUT_SEEDS = (0, 1, 2)
 
 
@@ -86,8 +88,23 @@ def _fused_moe_library():
         return f"none (vllm: {exc!r})", None
 
 
+def _silu_quant_library():
+    try:
+        from vllm import _custom_ops as ops
+        from vllm.model_executor.layers.quantization.utils.fp8_utils import per_token_group_quant_fp8
+
+        def run(x):
+            y = torch.empty((x.shape[0], x.shape[1] // 2), dtype=x.dtype, device=x.device)
+            ops.silu_and_mul(y, x)
+            q, s = per_token_group_quant_fp8(y, 128, column_major_scales=True)
+            return q, s.t()
+        return "vllm silu_and_mul + per_token_group_quant_fp8(column_major_scales=True) (unfused, bf16 product)", run
+    except Exception as exc:  # noqa: BLE001
+        return f"none (vllm: {exc!r})", None
+
+
 LIBRARIES = {"moe_grouped_topk_router": _router_library, "moe_align_block_size": _align_library,
-             "fused_moe_bf16": _fused_moe_library}
+             "fused_moe_bf16": _fused_moe_library, "moe_silu_mul_fp8_quant": _silu_quant_library}
 
 
 def check_heldout(task, reference, baseline, dev) -> list[dict]:
