@@ -9,7 +9,9 @@ Libraries (each import guarded; a missing one is reported as such, never faked):
 - moe_align_block_size: vLLM's CUDA ``vllm._custom_ops.moe_align_block_size`` (wheel vllm);
 - fused_moe_bf16: vLLM's ``fused_experts`` (its Triton fused_moe_kernel with its tuned configs; wheel vllm);
 - moe_silu_mul_fp8_quant: vLLM's silu_and_mul then per_token_group_quant_fp8 with column-major scales
-  (unfused; its bf16 product fails this task's 0.5% code bound, so its check column reads False).
+  (unfused; its bf16 product fails this task's 0.5% code bound, so its check column reads False);
+- fused_moe_fp8_blockwise: one dense torch._scaled_mm of the same FLOPs with per-tensor scales, an upper
+  bound (cuBLASLt), since torch 2.11 refused block scales; the fp8 peak is measured in the same run.
 The roofline fraction uses the bf16 GEMM peak and copy bandwidth measured at the start of the run.
 Timing is the evaluator's protocol (d2k_env.evaluator.timing: cold L2, interleaved pairs, adaptive
 repetitions, medians, bootstrap intervals); launch-bound workloads also get a CUDA-graph timing. The
@@ -32,7 +34,8 @@ from d2k_env.evaluator.timing import L2Flusher, graph_time, measure_ceilings, ti
 from d2k_env.evaluator.worker import load_module
 from d2k_env.task import load_task
 
-TASKS = ("moe_grouped_topk_router", "moe_align_block_size", "fused_moe_bf16", "moe_silu_mul_fp8_quant")
+TASKS = ("moe_grouped_topk_router", "moe_align_block_size", "fused_moe_bf16", "moe_silu_mul_fp8_quant",
+         "fused_moe_fp8_blockwise")
 HELDOUT_SEEDS = (0, 1, 2)
 
 
@@ -40,7 +43,7 @@ def _cloned(inputs):
     return tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
 
 
-def _router_library():
+def _router_library(w):
     try:
         from sgl_kernel import moe_fused_gate
 
@@ -61,7 +64,7 @@ def _router_library():
         return f"none (sgl_kernel: {sgl}; vllm: {exc!r})", None
 
 
-def _align_library():
+def _align_library(w):
     try:
         from vllm import _custom_ops as ops
 
@@ -77,7 +80,7 @@ def _align_library():
         return f"none (vllm: {exc!r})", None
 
 
-def _fused_moe_library():
+def _fused_moe_library(w):
     try:
         from vllm.model_executor.layers.fused_moe import fused_experts
 
@@ -88,7 +91,7 @@ def _fused_moe_library():
         return f"none (vllm: {exc!r})", None
 
 
-def _silu_quant_library():
+def _silu_quant_library(w):
     try:
         from vllm import _custom_ops as ops
         from vllm.model_executor.layers.quantization.utils.fp8_utils import per_token_group_quant_fp8
@@ -103,8 +106,43 @@ def _silu_quant_library():
         return f"none (vllm: {exc!r})", None
 
 
+def _fp8_dense_upper_bound(w):
+    """Not this task's answer: one dense fp8 GEMM of the same FLOPs ([T*k, K] x [K, N], per-tensor scales,
+    torch._scaled_mm / cuBLASLt) as an upper bound on what the tensor cores give these shapes. torch 2.11
+    refused 1x128/128x128 block scales in an earlier probe (../shared/MEASURING.md)."""
+    dev = torch.device("cuda")
+    rows, n, k = w["T"] * w["k"], w["N"], w["K"]
+    a = torch.randn(rows, k, device=dev).to(torch.float8_e4m3fn)
+    b = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn).t()
+    one = torch.ones((), device=dev)
+
+    def run(*_inputs):
+        return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    return "torch._scaled_mm dense, per-tensor scales (upper bound, same FLOPs; not the task's answer)", run
+
+
+def fp8_tflops(dev, size=8192, reps=20) -> float:
+    """The fp8 e4m3 GEMM ceiling now: torch._scaled_mm with per-tensor scales, best of ``reps``."""
+    a = torch.randn(size, size, device=dev).to(torch.float8_e4m3fn)
+    b = torch.randn(size, size, device=dev).to(torch.float8_e4m3fn).t()
+    one = torch.ones((), device=dev)
+    for _ in range(3):
+        torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    best = float("inf")
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        end.record()
+        torch.cuda.synchronize()
+        best = min(best, start.elapsed_time(end))
+    return 2 * size ** 3 / best / 1e9
+
+
 LIBRARIES = {"moe_grouped_topk_router": _router_library, "moe_align_block_size": _align_library,
-             "fused_moe_bf16": _fused_moe_library, "moe_silu_mul_fp8_quant": _silu_quant_library}
+             "fused_moe_bf16": _fused_moe_library, "moe_silu_mul_fp8_quant": _silu_quant_library,
+             "fused_moe_fp8_blockwise": _fp8_dense_upper_bound}
+FP8_TASKS = ("fused_moe_fp8_blockwise",)  # their roofline uses the fp8 peak
 
 
 def check_heldout(task, reference, baseline, dev) -> list[dict]:
@@ -124,11 +162,11 @@ def bench_task(task_id: str, ceilings: dict, flush: L2Flusher, budget_s: float) 
     baseline = load_module(str(task.baseline_path), f"baseline_{task_id}")
     reference = load_module(str(task.reference_path), f"reference_{task_id}")
     compiled = torch.compile(baseline.forward, dynamic=False)
-    lib_name, lib = LIBRARIES[task_id]()
     dev = torch.device("cuda")
-    print(f"{task_id}: library {lib_name}", flush=True)
     rows = []
-    for i, w in enumerate(task.workloads):
+    for w in task.workloads:
+        lib_name, lib = LIBRARIES[task_id](w)
+        print(f"{task_id} {w.name}: library {lib_name}", flush=True)
         def inputs(seed):
             return task.make_inputs(w, torch.Generator(dev).manual_seed(seed), dev)
         check_in = inputs(0)
@@ -140,7 +178,7 @@ def bench_task(task_id: str, ceilings: dict, flush: L2Flusher, budget_s: float) 
         first_call_s = time.perf_counter() - start
         verdict = verdict_for(task, out, expected, check_in)
         lib_ok = None
-        if lib is not None:
+        if lib is not None and task_id not in FP8_TASKS:  # the fp8 upper bound computes another product
             try:  # the library's signature differs between releases: a call that fails drops it, named
                 lib_out = as_tuple(lib(*check_in))
                 lib_ok = verdict_for(task, tuple(o.to(e.dtype) for o, e in zip(lib_out, expected)), expected,
@@ -152,7 +190,8 @@ def bench_task(task_id: str, ceilings: dict, flush: L2Flusher, budget_s: float) 
         vs_eager = time_pair(baseline.forward, reference.forward, sets_a, sets_b, warm, warm, flush, budget_s)
         vs_compile = time_pair(compiled, reference.forward, sets_c, sets_b, warm, warm, flush, budget_s)
         vs_lib = time_pair(lib, reference.forward, sets_d, sets_b, warm, warm, flush, budget_s) if lib else None
-        roof = task.roofline(w).floor_ms(ceilings["bandwidth_gbs"], ceilings["tflops"])
+        peak = ceilings["fp8_tflops"] if task_id in FP8_TASKS else ceilings["tflops"]
+        roof = task.roofline(w).floor_ms(ceilings["bandwidth_gbs"], peak)
         ref_ms = vs_eager.candidate.median_ms
         row = {"workload": w.name, "correct": verdict.ok, "check": verdict.message, "launch_bound": w.launch_bound,
                "first_call_s": first_call_s, "eager_ms": vs_eager.baseline.median_ms,
@@ -172,7 +211,7 @@ def bench_task(task_id: str, ceilings: dict, flush: L2Flusher, budget_s: float) 
         print(f"  {w.name:<24} ok={verdict.ok} eager {row['eager_ms']:.4f} compile {row['compile_ms']:.4f} "
               f"lib {row['library_ms'] if vs_lib else float('nan'):.4f} ref {ref_ms:.4f} ms "
               f"(first call {first_call_s:.2f} s) roofline {row['roofline_fraction']:.0%}", flush=True)
-    return {"task": task_id, "library": lib_name, "workloads": rows,
+    return {"task": task_id, "library": lib_name, "workloads": rows,  # the last workload's library
             "heldout": check_heldout(task, reference, baseline, dev)}
 
 
@@ -182,7 +221,8 @@ def markdown(meta: dict, results: list[dict]) -> str:
              f"Measured {meta['date']} on {meta['gpu']}, torch {meta['torch']}, triton {meta['triton']}, by "
              "`benchmarks/moe_gpu.py` (the evaluator's protocol: cold L2, interleaved pairs, medians, 95% bootstrap "
              f"intervals). Ceilings in the same run: copy {meta['ceilings']['copy_gbs']:.0f} GB/s, bf16 GEMM "
-             f"{meta['ceilings']['tflops']:.0f} TFLOP/s.", ""]
+             f"{meta['ceilings']['tflops']:.0f} TFLOP/s, fp8 GEMM (torch._scaled_mm, per-tensor) "
+             f"{meta['ceilings']['fp8_tflops']:.0f} TFLOP/s (the roofline of the fp8 task).", ""]
     for r in results:
         lines += [f"## {r['task']} (library: {r['library']})", "",
                   "| workload | ok | eager ms | compile ms | library ms (ok) | reference ms (spread) | vs eager | "
@@ -214,6 +254,7 @@ def main() -> None:
     args = parser.parse_args()
     dev = torch.device("cuda")
     ceilings = measure_ceilings(dev)
+    ceilings["fp8_tflops"] = fp8_tflops(dev)
     meta = {"date": datetime.date.today().isoformat(), "gpu": torch.cuda.get_device_name(dev),
             "torch": torch.__version__, "triton": triton.__version__, "ceilings": ceilings}
     print(meta, flush=True)

@@ -55,3 +55,42 @@ def test_nan_fails(gemm):
 
 def test_integer_outputs_are_refused():
     assert CHECK.problem(torch.int32) and CHECK.problem(torch.bfloat16) is None
+
+
+def _fp8_moe(task_id="fused_moe_fp8_blockwise"):
+    from d2k_env.task import load_task
+    task = load_task(task_id)
+    w = task.workload("T11_E6_k3_N256_K384", smoke=True)
+    return task, task.make_inputs(w, torch.Generator().manual_seed(5), torch.device("cpu"))
+
+
+def _block_gemm(inputs, a_scale_of, w_scale_of, operand_dtype=torch.float32):
+    """out[t, j] from per-K-block products, with the scales the callbacks give (vectorised)."""
+    a_q, a_s, w_q, w_s, ids = inputs
+    T, K = a_q.shape
+    E, N, _ = w_q.shape
+    out = torch.zeros(T, ids.shape[1], N)
+    for b in range(K // 128):
+        a = a_q[:, b * 128:(b + 1) * 128].float() * a_scale_of(a_s, b)[:, None]
+        w = w_q[:, :, b * 128:(b + 1) * 128].float() * w_scale_of(w_s, b)[:, :, None]
+        a, w = a.to(operand_dtype).float(), w.to(operand_dtype).float()
+        out += torch.einsum("tc,tjnc->tjn", a, w[ids.long()])
+    return out.bfloat16()
+
+
+def test_fp8_moe_honest_block_scaling_passes_and_shortcuts_fail():
+    task, inputs = _fp8_moe()
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("fp8_moe_baseline", task.baseline_path)
+    baseline = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(baseline)
+    expected = baseline.forward(*inputs)
+    per_block = lambda w_s, b: w_s[:, :, b].repeat_interleave(128, dim=1)  # noqa: E731
+    honest = _block_gemm(inputs, lambda a_s, b: a_s[:, b], per_block)
+    assert task.checker((honest,), (expected,), inputs).ok
+    bf16_operands = _block_gemm(inputs, lambda a_s, b: a_s[:, b], per_block, torch.bfloat16)
+    result = task.checker((bf16_operands,), (expected,), inputs)
+    assert not result.ok and "RMS error" in result.message
+    per_tensor = _block_gemm(inputs, lambda a_s, b: a_s.amax().expand(a_s.shape[0]),
+                             lambda w_s, b: w_s.amax().expand(w_s.shape[0], w_s.shape[1] * 128))
+    assert not task.checker((per_tensor,), (expected,), inputs).ok

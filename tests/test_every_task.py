@@ -129,7 +129,8 @@ def test_inputs_are_seeded_and_structured(task_id):
             assert type(x) is type(y) is type(z) and x == y == z
             continue
         assert torch.equal(x, y) and not torch.equal(x, z)
-        assert x[torch.isfinite(x)].float().std() > 0  # never constants (+inf may mark special entries)
+        v = x.float()  # fp8 has no isfinite on the CPU
+        assert v[torch.isfinite(v)].std() > 0  # never constants (+inf may mark special entries)
 
 
 @pytest.mark.parametrize("task_id", TASK_IDS)
