@@ -3,7 +3,7 @@ per expert, pick its tokens, gate/up matmul, SiLU * up, down matmul, scale by th
 add into the output."""
 
 import torch
-import torch.nn.functional as F
+from torch.nn import functional as F
 
 
 def forward(hidden_states, w1, w2, topk_weights, topk_ids):

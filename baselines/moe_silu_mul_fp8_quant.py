@@ -2,7 +2,7 @@
 scales laid out column-major (returned as their [groups, M] transpose)."""
 
 import torch
-import torch.nn.functional as F
+from torch.nn import functional as F
 
 GROUP = 128
 FP8_MAX = 448.0

@@ -60,7 +60,7 @@ def segments(inputs, expected):
     """Each token slot's segment is its block's expert; padding entries are fixed (-1)."""
     topk_ids, _, block = inputs
     ids = expected["sorted_token_ids"].long()
-    owner = expected["expert_ids"].long()[torch.arange(ids.numel()) // block]
+    owner = expected["expert_ids"].long()[torch.arange(ids.numel(), device=ids.device) // block]
     return torch.where(ids == topk_ids.numel(), -1, owner)
 
 
