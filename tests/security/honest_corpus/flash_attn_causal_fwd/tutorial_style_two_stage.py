@@ -12,7 +12,8 @@ Idiom: the Triton tutorial's fused attention (06-fused-attention.py): an inner f
 # two-stage split of the key range, the same order of operations in the online softmax, and the
 # log-sum-exp kept in base 2 until the end. Adapted only to this task's signature: plain pointers
 # with masks instead of tensor descriptors (lengths need not be a multiple of a block), the
-# log-sum-exp converted to a natural log on store, and no backward.
+# log-sum-exp converted to a natural log on store, the output dtype read as .dtype (the policy refuses
+# .type in a kernel), and no backward.
 
 import torch
 import triton
@@ -84,7 +85,7 @@ def _attn_fwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride
     acc = acc / l_i[:, None]
     m_ptrs = M + off_hz.to(tl.int64) * N_CTX + offs_m
     tl.store(m_ptrs, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
-    tl.store(Out + o_offset + offs_m[:, None] * stride_om + offs_d[None, :], acc.to(Out.type.element_ty),
+    tl.store(Out + o_offset + offs_m[:, None] * stride_om + offs_d[None, :], acc.to(Out.dtype.element_ty),
              mask=offs_m[:, None] < N_CTX)
 
 
