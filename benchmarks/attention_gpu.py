@@ -17,6 +17,9 @@ Libraries, per task:
   contiguous KV and skips the gather).
 - flash_attn_causal_fwd: SDPA(is_causal=True) with the cuDNN backend and with the flash backend
   (neither returns the log-sum-exp; the reference writes it too).
+- mla_decode_absorbed: SDPA as multi-query attention over the gathered 576-wide rows (one KV head,
+  value = the first 512 columns), gather included; whichever backend SDPA picks for a 576/512 head
+  (FlashMLA and FlashInfer are not wheels this machine has).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from d2k_env.evaluator.worker import load_module
 from d2k_env.task import load_task
 from d2k_env.tasks import RoundingNoise, dtype_step
 
-TASKS = ("gqa_paged_decode", "flash_attn_causal_fwd")
+TASKS = ("gqa_paged_decode", "flash_attn_causal_fwd", "mla_decode_absorbed")
 HELDOUT_SEEDS = (1, 2)
 
 
@@ -62,6 +65,14 @@ def sdpa_paged(q, k_buffer, v_buffer, kv_indptr, kv_indices):
     return sdpa_decode(q, *gathered_kv(q, k_buffer, v_buffer, kv_indptr, kv_indices))
 
 
+def sdpa_mla(q_nope, q_pe, kv_buffer, kv_indptr, kv_indices):
+    q = torch.cat([q_nope, q_pe], -1)[:, :, None]  # [B, H, 1, 576]
+    rows, _, mask = gathered_kv(q_nope, kv_buffer[:, None], kv_buffer[:, None], kv_indptr, kv_indices)
+    out = F.scaled_dot_product_attention(q, rows, rows[..., :q_nope.shape[-1]], attn_mask=mask, scale=192 ** -0.5,
+                                         enable_gqa=True)
+    return out[:, :, 0]
+
+
 def sdpa_causal(backend):
     def run(q, k, v):
         with sdpa_kernel([backend]):
@@ -79,6 +90,8 @@ def libraries(task_id: str, inputs_of):
         sets = [inputs_of(s) for s in (40, 41, 42)]
         return [("SDPA cuDNN", sdpa_causal(SDPBackend.CUDNN_ATTENTION), sets),
                 ("SDPA flash", sdpa_causal(SDPBackend.FLASH_ATTENTION), sets)]
+    if task_id == "mla_decode_absorbed":
+        return [("SDPA incl. page gather", sdpa_mla, [inputs_of(s) for s in (40, 41, 42)])]
     return []
 
 
