@@ -91,8 +91,9 @@ LSE_CHECK = Tolerance(1e-4, 1e-5, why="fp32 scores, exponentials and sums in any
 
 CHECK = RoundingNoise(
     "o", output_noise, SIGMAS, noise="the bf16 rounding of the probabilities before P.V",
-    why=f"that noise is a sum of independent roundings, each within 2^-8 relative; {SIGMAS} of its standard "
-        "deviations are never reached by it (Hoeffding: under 1e-7 per element) while bf16 scores, a lost rescale "
+    why=f"that noise is a sum of independent roundings, each within 2^-8 relative; Hoeffding's bound puts "
+        f"the chance of passing {SIGMAS} of its standard deviations at 1e-7 per element, and honest kernels measure "
+        "under 3, while bf16 scores, a lost rescale "
         "or a dropped causal tile land far outside",
     rest=PerOutput({"lse": LSE_CHECK}))
 

@@ -118,9 +118,10 @@ def output_noise(inputs):
 
 CHECK = RoundingNoise(
     "o", output_noise, SIGMAS, noise="the bf16 rounding of the probabilities before P.V",
-    why=f"that noise is a sum of independent roundings, each within 2^-8 relative; {SIGMAS} of its standard "
-        "deviations are never reached by it (Hoeffding: under 1e-7 per element) while bf16 scores (an error of "
-        "2^-8 times the score in every probability) or a lost rescale land far outside")
+    why=f"that noise is a sum of independent roundings, each within 2^-8 relative; Hoeffding's bound puts "
+        f"the chance of passing {SIGMAS} of its standard deviations at 1e-7 per element, and honest kernels measure "
+        "under 3, while bf16 scores (every probability off by 2^-8 times its score) or a lost rescale land far "
+        "outside")
 
 HELDOUT_SHAPES = ("any B >= 1, mean context length >= 1, Hkv >= 1, Hq a multiple of Hkv and d in (64, 128, 256); "
                   "submit also checks three held-out shapes drawn at random, each long on one axis and narrow on "

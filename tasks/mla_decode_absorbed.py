@@ -123,8 +123,9 @@ def output_noise(inputs):
 
 CHECK = RoundingNoise(
     "o", output_noise, SIGMAS, noise="the bf16 rounding of the probabilities before P.V",
-    why=f"that noise is a sum of independent roundings, each within 2^-8 relative; {SIGMAS} of its standard "
-        "deviations are never reached by it (Hoeffding: under 1e-7 per element) while bf16 scores, a lost rescale "
+    why=f"that noise is a sum of independent roundings, each within 2^-8 relative; Hoeffding's bound puts "
+        f"the chance of passing {SIGMAS} of its standard deviations at 1e-7 per element, and honest kernels measure "
+        "under 3, while bf16 scores, a lost rescale "
         "or a dropped rope term land far outside")
 
 HELDOUT_SHAPES = ("any B >= 1, H >= 1 and mean context length >= 1 (the widths fixed at 512 + 64 by the model); "

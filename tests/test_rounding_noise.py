@@ -66,8 +66,8 @@ def test_nan_and_infinities_never_pass():
 
 def test_description_names_the_noise_and_the_rest():
     text = CHECK.describe(OUTPUTS)
-    assert text.startswith("o: every element within one bfloat16 step plus 10 standard deviations of the bf16 "
-                           "rounding of the weights") and "lse: every element within 1e-05" in text
+    assert text.startswith("o: every element within one bfloat16 step of the expected value plus 10 standard "
+                           "deviations of the bf16 rounding of the weights") and "lse: every element within 1e-05" in text
     assert text.endswith(".") and "NaN never passes" in text
 
 

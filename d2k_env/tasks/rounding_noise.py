@@ -70,8 +70,9 @@ class RoundingNoise(Check):
     def describe(self, outputs: Sequence) -> str:
         mine = [o for o in outputs if o.name == self.output]
         others = [o for o in outputs if o.name != self.output]
-        text = (f"{self.output}: every element within one {dtype_name(mine[0].dtype)} step plus {self.sigmas:g} "
-                f"standard deviations of {self.noise} of the expected value ({self.why})")
+        text = (f"{self.output}: every element within one {dtype_name(mine[0].dtype)} step of the expected value "
+                f"plus {self.sigmas:g} standard deviations of {self.noise}, computed per element from the inputs "
+                f"({self.why})")
         if others:
             text += "; " + self.rest.describe(others).removesuffix(".")
             return text + "."
