@@ -5,10 +5,13 @@ directories in ``D2K_TASKS_PATH``, without importing torch or Triton (``gym.make
 ``gym.make("d2k_env:D2K/<task_id>-v0")`` imports this package itself first.
 """
 
+import os
+
 from d2k_env.registration import env_id, register_all
 
 __version__ = "0.1.0"
 
-register_all()
+if "D2K_WORKER_ROLE" not in os.environ:  # an evaluation worker makes no env, and its view holds no task directory
+    register_all()
 
 __all__ = ["env_id", "register_all", "__version__"]

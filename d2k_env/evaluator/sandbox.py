@@ -297,8 +297,8 @@ def confinement_for(scratch: str, triton_cache: Path, task_root: str, outputs_di
 def child_environment(scratch: str, triton_cache: Path, interpret: bool, memcheck: bool = False,
                       role: str | None = None, gpu: str | None = None, warm_token: str | None = None) -> dict[str, str]:
     """The supervisor's and the worker's environment: the allow-listed variables, the worker's own
-    directories, the backend's switches, and ``D2K_WORKER_ROLE`` where ``role`` is given (so that a
-    worker started before its request knows what to warm up; with ``warm_token``, which it prints
+    directories, the backend's switches, and ``D2K_WORKER_ROLE`` where ``role`` is given (a worker
+    makes no env, so ``import d2k_env`` registers none there; with ``warm_token``, which it prints
     once warm, see :data:`WARM_MARK`). On the GPU, ``CUDA_VISIBLE_DEVICES``
     is ``gpu`` (one device, as the caller's driver names it: an index or a UUID) where given, and
     the caller's own setting otherwise."""

@@ -442,20 +442,11 @@ def prepare() -> None:
 
 
 def warm_device(interprets: bool) -> None:
-    """What this worker's device and role (``D2K_WORKER_ROLE``) need before the request, after
-    :func:`prepare`: on the GPU the CUDA context of device 0 of those ``CUDA_VISIBLE_DEVICES`` shows
-    and, for the solution role (but under the memory checker, which the profiler cannot share the
-    context with), one profiled operator, so that the profiler's start-up (Kineto's and CUPTI's) is
-    not the first workload's."""
+    """What this worker's device needs before the request, after :func:`prepare`: on the GPU the CUDA
+    context of device 0 of those ``CUDA_VISIBLE_DEVICES`` shows."""
     if interprets or not torch.cuda.is_available():
         return
     torch.zeros(1, device="cuda:0")
-    if os.environ.get("D2K_WORKER_ROLE") == "solution" and os.environ.get("D2K_WORKER_MEMCHECK") != "1":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            with gpu_kernel_profiler():
-                torch.zeros(1, device="cuda:0")
-                torch.cuda.synchronize()
 
 
 def serve(channel_fd: int, processes: bool, prepared: bool = False) -> None:
