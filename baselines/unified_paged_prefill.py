@@ -6,6 +6,13 @@ import torch
 import torch.nn.functional as F
 
 
+def attend(qi, k, v, ctx):
+    """One sequence: its new queries [Hq, q_len, d] on its keys and values [Hkv, seq_len, d], fp32."""
+    pos = torch.arange(qi.shape[1], device=qi.device)[:, None] + ctx
+    mask = torch.arange(k.shape[1], device=qi.device)[None, :] <= pos           # causal, offset by the context
+    return F.scaled_dot_product_attention(qi, k, v, attn_mask=mask, enable_gqa=True)
+
+
 def forward(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens):
     _, page, Hkv, d = k_cache.shape
     out = torch.empty_like(q)
@@ -16,9 +23,6 @@ def forward(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens):
         k = k_cache[pages].reshape(-1, Hkv, d)[:seq_len].float().transpose(0, 1)   # [Hkv, seq_len, d]
         v = v_cache[pages].reshape(-1, Hkv, d)[:seq_len].float().transpose(0, 1)
         qi = q[q_start:q_end].float().transpose(0, 1)                             # [Hq, q_len, d]
-        ctx = seq_len - (q_end - q_start)                                          # cached tokens before the new ones
-        pos = torch.arange(q_end - q_start, device=q.device)[:, None] + ctx
-        mask = torch.arange(seq_len, device=q.device)[None, :] <= pos              # causal, offset by the context
-        o = F.scaled_dot_product_attention(qi, k, v, attn_mask=mask, enable_gqa=True)
+        o = attend(qi, k, v, seq_len - (q_end - q_start))                          # ctx: cached tokens before
         out[q_start:q_end] = o.transpose(0, 1).to(q.dtype)
     return out

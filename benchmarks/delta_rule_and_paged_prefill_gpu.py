@@ -1,8 +1,8 @@
-"""The gated delta-rule tasks on one GPU: correctness on every workload and held-out shape, and, in one
-run, eager baseline, torch.compile(baseline), flash-linear-attention's own Triton kernels and the
-reference, with the roofline fraction against ceilings measured in the same run.
+"""The gated delta-rule tasks and unified paged prefill on one GPU: correctness on every workload and
+held-out shape, and, in one run, eager baseline, torch.compile(baseline), the library a user would
+pick and the reference, with the roofline fraction against ceilings measured in the same run.
 
-    python benchmarks/gated_delta_rule_gpu.py [--out benchmarks/results] [--budget-s 2]
+    python benchmarks/delta_rule_and_paged_prefill_gpu.py [--out benchmarks/results] [--budget-s 2] [--tasks ...]
 
 flash-linear-attention comes from the wheels fla-core==0.5.2 and einops==0.8.2 (no network on the GPU
 machine: ../shared/gpu/prepare-wheels.sh fla-core==0.5.2 einops==0.8.2); without them its column says
@@ -11,8 +11,13 @@ why. What fla is called with, per task:
   state-pool indices, so its time includes gathering the batch's states from the pool and scattering
   the final ones back (two torch indexing ops): what a user of fla would have to add.
 - gdn_chunk_fwd: fla's two kernels after the WY terms, chunk_gated_delta_rule_fwd_h then chunk_fwd_o,
-  on the same w, u and chunk-local gates; its varlen chunk tables are built once outside the timing
-  (fla builds them on the host from cu_seqlens).
+  on the same w, u and chunk-local gates (scaled to fla 0.5's log2 domain); its varlen chunk tables
+  and the scaled gates are built once per input set outside the timing (fla builds the tables on the
+  host from cu_seqlens, and scales the gates inside its cumsum kernel).
+- unified_paged_prefill: torch's scaled_dot_product_attention in bf16 (torch picks the backend:
+  flash or cuDNN for these shapes), per sequence after gathering its pages into contiguous K/V and
+  expanding the KV heads to the query heads, with a lower-right causal mask
+  (torch.nn.attention.bias.causal_lower_right) for the context offset; one call per sequence.
 Timing is the evaluator's protocol (d2k_env.evaluator.timing: cold L2, interleaved pairs, adaptive
 repetitions, medians, bootstrap intervals). Correctness uses the task's own checker on the outputs and
 the in-place-updated inputs (d2k_env.tasks.in_place), each side on its own copy of the inputs.
@@ -35,7 +40,8 @@ from d2k_env.evaluator.worker import load_module
 from d2k_env.task import load_task
 from d2k_env.tasks import checked_values
 
-TASKS = ("gdn_recurrent_decode", "gdn_chunk_fwd")
+DEVICE = torch.device("cuda")
+TASKS = ("gdn_recurrent_decode", "gdn_chunk_fwd", "unified_paged_prefill")
 HELDOUT_SEEDS = (0, 1)
 
 
@@ -59,36 +65,65 @@ def fla_chunk():
     tables = {}
 
     def run(q, k, w, u, g, initial_state, cu_seqlens):
-        key = cu_seqlens.data_ptr()
-        if key not in tables:  # host-side tables, built once per input set (outside the timed calls)
-            tables[key] = (cu_seqlens.long(), cu_seqlens.cpu().long(), prepare_chunk_indices(cu_seqlens.long(), 64))
-        cu, cu_cpu, chunks = tables[key]
-        h, v_new, final = chunk_gated_delta_rule_fwd_h(k[None], w[None], u[None], g=g[None], initial_state=initial_state,
+        key = (cu_seqlens.data_ptr(), g.data_ptr())
+        if key not in tables:  # built once per input set, outside the timed calls: the host-side chunk
+            # tables, and the gates in fla 0.5's log2 domain (its own cumsum kernel scales them in passing)
+            tables[key] = (cu_seqlens.long(), cu_seqlens.cpu().long(), prepare_chunk_indices(cu_seqlens.long(), 64),
+                           (g * 1.4426950408889634)[None])
+        cu, cu_cpu, chunks, g2 = tables[key]
+        h, v_new, final = chunk_gated_delta_rule_fwd_h(k[None], w[None], u[None], g=g2, initial_state=initial_state,
                                                        output_final_state=True, cu_seqlens=cu, cu_seqlens_cpu=cu_cpu,
                                                        chunk_indices=chunks)
-        o = chunk_fwd_o(q[None], k[None], v_new, h, g=g[None], scale=q.shape[-1] ** -0.5, cu_seqlens=cu,
+        o = chunk_fwd_o(q[None], k[None], v_new, h, g=g2, scale=q.shape[-1] ** -0.5, cu_seqlens=cu,
                         chunk_indices=chunks)
         return o[0], final
     return run
 
 
-LIBRARIES = {"gdn_recurrent_decode": fla_recurrent, "gdn_chunk_fwd": fla_chunk}
+def sdpa_paged():
+    import torch.nn.functional as F
+    from torch.nn.attention.bias import causal_lower_right
+    tables = {}
+
+    def run(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens):
+        key = cu_seqlens_q.data_ptr()
+        if key not in tables:  # the lengths on the host, once per input set (outside the timed calls)
+            tables[key] = (cu_seqlens_q.tolist(), seq_lens.tolist())
+        starts, lens = tables[key]
+        _, page, Hkv, d = k_cache.shape
+        group = q.shape[1] // Hkv
+        out = torch.empty_like(q)
+        for i, seq_len in enumerate(lens):
+            q_start, q_end = starts[i], starts[i + 1]
+            pages = block_table[i, : (seq_len + page - 1) // page].long()
+            k = k_cache[pages].reshape(-1, Hkv, d)[:seq_len].transpose(0, 1).repeat_interleave(group, 0)
+            v = v_cache[pages].reshape(-1, Hkv, d)[:seq_len].transpose(0, 1).repeat_interleave(group, 0)
+            qi = q[q_start:q_end].transpose(0, 1)[None]
+            mask = None if q_end - q_start == 1 else causal_lower_right(q_end - q_start, seq_len)
+            out[q_start:q_end] = F.scaled_dot_product_attention(qi, k[None], v[None], attn_mask=mask)[0].transpose(0, 1)
+        return out
+    return run
+
+
+LIBRARIES = {"gdn_recurrent_decode": fla_recurrent, "gdn_chunk_fwd": fla_chunk, "unified_paged_prefill": sdpa_paged}
 
 
 def compiled_baseline(task_id, path):
-    """torch.compile of the baseline, from a copy of its module. A baseline that loops over chunks in
-    Python (its bounds read from cu_seqlens) gets its per-chunk step compiled instead (dynamic shapes:
-    last chunks are short): compiling the loop would unroll it and recompile for every length mix."""
+    """torch.compile of the baseline, from a copy of its module. A baseline that loops over chunks or
+    sequences in Python (bounds read from cu_seqlens) gets its per-chunk or per-sequence function
+    compiled instead (dynamic shapes): compiling the loop would unroll it and recompile for every
+    length mix."""
     module = load_module(path, f"compiled_{task_id}")
-    if hasattr(module, "chunk_step"):
-        module.chunk_step = torch.compile(module.chunk_step, dynamic=True)
-        return module.forward
+    for step in ("chunk_step", "attend"):  # the per-chunk / per-sequence function the loop calls
+        if hasattr(module, step):
+            setattr(module, step, torch.compile(getattr(module, step), dynamic=True))
+            return module.forward
     return torch.compile(module.forward, dynamic=False)
 
 
 def verdict(task, fn, baseline, w, seed=0):
     """The task's checker on fn's outputs and updated inputs, against the baseline's, each on a copy."""
-    dev = torch.device("cuda")
+    dev = DEVICE
     inputs = task.make_inputs(w, torch.Generator(dev).manual_seed(seed), dev)
     mine, theirs = (tuple(x.clone() for x in inputs) for _ in range(2))
     expected = checked_values(task.spec, as_tuple(baseline(*theirs)), theirs)
@@ -106,7 +141,7 @@ def bench_task(task_id, ceilings, flush, budget_s):
         library, library_error = LIBRARIES[task_id](), None
     except Exception as exc:  # noqa: BLE001  (reported in the table)
         library, library_error = None, f"{type(exc).__name__}: {exc}"
-    dev = torch.device("cuda")
+    dev = DEVICE
     rows = []
     heldout = [h for s in HELDOUT_SEEDS for h in task.heldout_workloads(s, smoke=False)]
     for w in heldout:
@@ -153,15 +188,17 @@ def bench_task(task_id, ceilings, flush, budget_s):
 
 def markdown(meta, rows):
     c = meta["ceilings"]
-    lines = [f"# Gated delta-rule tasks on the GPU ({meta['gpu']})", "",
+    lines = [f"# Gated delta-rule tasks and unified paged prefill on the GPU ({meta['gpu']})", "",
              f"{meta['date']}, torch {meta['torch']}, triton {meta['triton']}, fla {meta['fla']}; by "
-             "`benchmarks/gated_delta_rule_gpu.py` (evaluator timing protocol: cold L2, interleaved pairs, medians, "
+             "`benchmarks/delta_rule_and_paged_prefill_gpu.py` (evaluator timing protocol: cold L2, interleaved pairs, medians, "
              "95% bootstrap intervals). Ceilings measured in this run: copy "
              f"{c['copy_gbs']:.0f} GB/s, read {c['read_gbs']:.0f} GB/s, bf16 GEMM {c['tflops']:.0f} TFLOP/s. "
              "roofline = max(bytes / bandwidth, flops / bf16 peak) / reference time. fla recurrent: includes "
-             "gathering and scattering the pool's states (fla has no state indices). compile of gdn_chunk_fwd: "
-             "its per-chunk step compiled (dynamic shapes), the loop over chunks left in Python.", "",
-             "| task | workload | ok | eager ms | compile ms | fla ms | reference ms (spread) | vs eager (CI) | "
+             "gathering and scattering the pool's states (fla has no state indices). Library of unified_paged_prefill: "
+             "bf16 scaled_dot_product_attention per sequence on its gathered pages, KV heads expanded. compile of "
+             "gdn_chunk_fwd and unified_paged_prefill: the per-chunk / per-sequence function compiled (dynamic "
+             "shapes), the loop left in Python.", "",
+             "| task | workload | ok | eager ms | compile ms | library ms | reference ms (spread) | vs eager (CI) | "
              "vs compile (CI) | vs fla (CI) | GB/s | TFLOP/s | roofline |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["heldout"]:
@@ -187,7 +224,7 @@ def main():
     parser.add_argument("--budget-s", type=float, default=2.0)
     parser.add_argument("--tasks", nargs="+", default=list(TASKS))
     args = parser.parse_args()
-    dev = torch.device("cuda")
+    dev = DEVICE
     try:
         import fla
         fla_version = fla.__version__
@@ -202,7 +239,7 @@ def main():
     rows = [r for t in args.tasks for r in bench_task(t, ceilings, flush, args.budget_s)]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"gated-delta-rule-{meta['date']}"
+    stem = f"delta-rule-and-paged-prefill-{meta['date']}"
     (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     (out / f"{stem}.md").write_text(markdown(meta, rows))
     print(markdown(meta, rows))
