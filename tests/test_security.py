@@ -350,8 +350,9 @@ def _check_corpus_file(exploit: Exploit) -> None:
     top = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))} | {
         t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
     assert "forward" in top
-    assert any(isinstance(d, ast.Attribute) and d.attr == "jit" for n in ast.walk(tree)
-               if isinstance(n, ast.FunctionDef) for d in n.decorator_list)
+    jit = [d.func if isinstance(d, ast.Call) else d for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+           for d in n.decorator_list]  # @triton.jit or @triton.jit(do_not_specialize=...)
+    assert any(isinstance(d, ast.Attribute) and d.attr == "jit" for d in jit)
 
 
 def test_every_file_under_security_is_a_case():
@@ -798,7 +799,8 @@ def test_env_workspace_modules_shadow_nothing(env):
 def test_the_honest_corpus_is_large_and_spread_over_its_tasks():
     corpus = [e for e in EXPLOITS if e.klass == "honest_corpus"]
     per_task = {t: sum(e.fields["Task"] == t for e in corpus) for t in {e.fields["Task"] for e in corpus}}
-    assert len(corpus) >= 40 and len(per_task) >= 3 and min(per_task.values()) >= 10, per_task
+    # Ten idioms or more for the first tasks; a catalogue task brings at least its port of the public source.
+    assert len(corpus) >= 40 and sum(n >= 10 for n in per_task.values()) >= 3 and min(per_task.values()) >= 1, per_task
     assert 3 <= sum(e.klass == "honest_refused" for e in EXPLOITS) <= 6
 
 
