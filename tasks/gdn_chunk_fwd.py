@@ -25,11 +25,11 @@ Return (o [T, HV, V] bf16, final_state [N, HV, K, V] fp32: S after each sequence
 """
 
 CHUNK = 64
-MODEL = {"H": 16, "HV": 32, "K": 128, "V": 128}
+# Qwen3-Next: 16 q/k heads, 32 value heads, K = V = 128.
 WORKLOADS = [
-    Workload("B1_T8K", {"N": 1, "T": 8192, "varlen": False, **MODEL}),
-    Workload("B4_T4K", {"N": 4, "T": 16384, "varlen": False, **MODEL}),
-    Workload("varlen8_T16K", {"N": 8, "T": 16384, "varlen": True, **MODEL}),
+    Workload("B1_T8K", {"N": 1, "T": 8192, "varlen": False, "H": 16, "HV": 32, "K": 128, "V": 128}),
+    Workload("B4_T4K", {"N": 4, "T": 16384, "varlen": False, "H": 16, "HV": 32, "K": 128, "V": 128}),
+    Workload("varlen8_T16K", {"N": 8, "T": 16384, "varlen": True, "H": 16, "HV": 32, "K": 128, "V": 128}),
 ]
 SMOKE_WORKLOADS = [
     Workload("N3_T100_varlen", {"N": 3, "T": 100, "varlen": True, "H": 1, "HV": 2, "K": 32, "V": 40}),

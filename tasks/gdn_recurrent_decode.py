@@ -27,11 +27,10 @@ Return o [B, T, HV, V] bf16.
 
 # Qwen3-Next: 16 q/k heads, 32 value heads, K = V = 128. The pool has more slots than the batch
 # (requests of other steps keep theirs), and a request's slot is anywhere in it.
-MODEL = {"H": 16, "HV": 32, "K": 128, "V": 128}
 WORKLOADS = [
-    Workload("B64_T1", {"B": 64, "T": 1, **MODEL}),
-    Workload("B256_T1", {"B": 256, "T": 1, **MODEL}),
-    Workload("B32_T4", {"B": 32, "T": 4, **MODEL}),
+    Workload("B64_T1", {"B": 64, "T": 1, "H": 16, "HV": 32, "K": 128, "V": 128}),
+    Workload("B256_T1", {"B": 256, "T": 1, "H": 16, "HV": 32, "K": 128, "V": 128}),
+    Workload("B32_T4", {"B": 32, "T": 4, "H": 16, "HV": 32, "K": 128, "V": 128}),
 ]
 SMOKE_WORKLOADS = [
     Workload("B3_T2_H2_HV4_K32_V40", {"B": 3, "T": 2, "H": 2, "HV": 4, "K": 32, "V": 40}),
