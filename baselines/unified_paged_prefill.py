@@ -3,14 +3,13 @@ with the context offset, and run scaled_dot_product_attention (in fp32, GQA head
 paged-attention reference path does."""
 
 import torch
-import torch.nn.functional as F
 
 
 def attend(qi, k, v, ctx):
     """One sequence: its new queries [Hq, q_len, d] on its keys and values [Hkv, seq_len, d], fp32."""
     pos = torch.arange(qi.shape[1], device=qi.device)[:, None] + ctx
     mask = torch.arange(k.shape[1], device=qi.device)[None, :] <= pos           # causal, offset by the context
-    return F.scaled_dot_product_attention(qi, k, v, attn_mask=mask, enable_gqa=True)
+    return torch.nn.functional.scaled_dot_product_attention(qi, k, v, attn_mask=mask, enable_gqa=True)
 
 
 def forward(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens):
