@@ -62,8 +62,8 @@ class NormwiseError(OutputCheck):
         return CheckResult(True, "", (o.reshape(rows.shape) - rows).abs().max().item(), rel)
 
     def describe(self, dtype):
-        return (f"the error of every row (last dimension) within {self.max_rel:g} times its norm in the 2-norm "
-                f"plus {self.floor:g} of the rows' root-mean-square norm ({self.why})")
+        return (f"the 2-norm error of every row (last dimension) within {self.max_rel:g} times (the row's norm + "
+                f"{self.floor:g} times the rows' root-mean-square norm) ({self.why})")
 
     def problem(self, dtype):
         if not dtype.is_floating_point:
