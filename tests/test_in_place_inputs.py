@@ -116,3 +116,20 @@ def test_the_state_check_alone_catches_a_skipped_or_narrowed_write_back(interpre
     for name in ("state_not_written_back", "state_kept_in_bf16"):
         # Every workload fails on the state alone: the output o is right (it is read from registers).
         assert all(m.startswith("state: ") and "o: " not in m for m in verdicts[name]), (name, verdicts[name])
+
+
+@pytest.mark.xfail(strict=True, reason="the evaluator does not yet compare updated inputs: it must save and compare "
+                                       "checked_values(spec, outputs, inputs), not the outputs alone (see the "
+                                       "in_place module's docstring); remove this mark when it does")
+def test_an_evaluation_refuses_a_kernel_that_skips_the_write_back(tmp_path):
+    from d2k_env.evaluator import Evaluator
+
+    task = load_task("gdn_recurrent_decode")
+    solution = tmp_path / "solution.py"
+    solution.write_text(task.reference_path.read_text().replace(FINAL_STORE, ""))
+    ev = Evaluator(task, "interpreter")
+    try:
+        result = ev.evaluate(solution, "test", seed=1)
+    finally:
+        ev.close()
+    assert not result.correct and any(w.message.startswith("state: ") for w in result.workloads)
