@@ -80,8 +80,10 @@ Return y [M, N] fp32, a new tensor.
     heldout=Heldout("any M >= 1 and N >= 1; submit also checks three held-out shapes drawn at random, each "
                     "long on one axis: more rows than any workload of the backend, rows wider than 8192, and "
                     "a mid-sized one", heldout_workloads),
-    # Optional: in_place_inputs=(i, ...) for inputs the task updates in place, and wrong_solutions=
-    # {{kind: WrongSolution(edits=... or skip="why")}} where a generated wrong solution needs help.
+    # Optional: in_place_inputs=(i, ...) for inputs the task updates in place, updated_inputs=
+    # (UpdatedInput(i, "name", dtype),) for those whose value afterwards is checked like an output,
+    # and wrong_solutions={{kind: WrongSolution(edits=... or skip="why")}} where a generated wrong
+    # solution needs help.
 )
 '''
 

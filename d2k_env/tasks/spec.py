@@ -16,6 +16,7 @@ import torch
 
 from d2k_env.task import Roofline, Workload
 from d2k_env.tasks.checks import Check, PerOutput
+from d2k_env.tasks.in_place import UpdatedInput, check_updated_inputs
 
 # The wrong solutions generated from every task's reference (d2k_env.tasks.wrong_solutions).
 WRONG_SOLUTION_KINDS = ("tail_mask_dropped", "eps_removed", "output_scaled", "last_row_unwritten", "grid_capped",
@@ -181,6 +182,7 @@ class TaskSpec:
     heldout: Heldout
     check: Check = field(default_factory=PerOutput)
     in_place_inputs: Sequence[int] = ()
+    updated_inputs: Sequence[UpdatedInput] = ()
     wrong_solutions: Mapping[str, WrongSolution] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -205,11 +207,15 @@ class TaskSpec:
         _check_heldout_coverage(self.heldout, self.workloads, self.smoke_workloads)
         if not isinstance(self.check, Check):
             raise SpecError("check", "a d2k_env.tasks checker (PerOutput(...) or a Check)", self.check)
-        problem = self.check.problem(self.outputs)
-        if problem:
-            raise SpecError("check", f"a checker of these outputs ({problem})", self.check)
         if not all(isinstance(i, int) and i >= 0 for i in self.in_place_inputs):
             raise SpecError("in_place_inputs", "indices of inputs (non-negative ints)", self.in_place_inputs)
+        check_updated_inputs(self.updated_inputs, [o.name for o in self.outputs])
+        unlisted = sorted({u.index for u in self.updated_inputs} - set(self.in_place_inputs))
+        if unlisted:
+            raise SpecError("updated_inputs", "inputs listed in in_place_inputs too", unlisted)
+        problem = self.check.problem(self.checked_outputs)
+        if problem:
+            raise SpecError("check", f"a checker of these outputs ({problem})", self.check)
         for kind, how in dict(self.wrong_solutions).items():
             if kind not in WRONG_SOLUTION_KINDS:
                 raise SpecError("wrong_solutions", f"keys among {', '.join(WRONG_SOLUTION_KINDS)}", kind)
@@ -217,6 +223,15 @@ class TaskSpec:
                 raise SpecError("wrong_solutions", "WrongSolution(edits=...) or WrongSolution(skip='why')", how)
 
     @property
+    def checked_outputs(self) -> list[Output]:
+        """What the checker compares: the outputs, then each updated input (d2k_env.tasks.in_place)."""
+        return list(self.outputs) + [Output(u.name, u.dtype) for u in self.updated_inputs]
+
+    @property
     def checked(self) -> str:
         """The description's generated "Checked:" sentence."""
-        return "Checked: " + self.check.describe(self.outputs)
+        text = "Checked: " + self.check.describe(self.checked_outputs)
+        if self.updated_inputs:
+            text += " " + "; ".join(f"{u.name} is input {u.index} as forward leaves it (updated in place)"
+                                    for u in self.updated_inputs) + "."
+        return text
