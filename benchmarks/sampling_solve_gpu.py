@@ -1,7 +1,8 @@
-"""The sampling family's references on one GPU: correctness on every workload and held-out shape, and
-times of eager, torch.compile(baseline), the library a user would pick, and the reference.
+"""References of issue 29's sampling and triangular-solve tasks on one GPU: correctness on every workload
+and held-out shape, and times of eager, torch.compile(baseline), the library a user would pick, and the
+reference.
 
-    python benchmarks/sampling_gpu.py [--tasks topk_topp_mask] [--out benchmarks/results] [--budget-s 2]
+    python benchmarks/sampling_solve_gpu.py [--tasks topk_topp_mask ...] [--out benchmarks/results] [--budget-s 2]
 
 The eager / compile / reference columns and the ceilings come from benchmarks/bench_references.py
 (the evaluator's timing protocol: cold L2, interleaved pairs, adaptive repetitions, medians). The
@@ -12,8 +13,11 @@ library is timed the same way against the reference (``time_pair``), where its w
 - spec_rejection_sample: none. vLLM's ``rejection_sample`` draws its own noise from the request
   generators of a ``SamplingMetadata`` (its outputs cannot be compared) and its kernels' signatures
   change between releases; the vLLM-style port in tests/security/honest_corpus/ is its stand-in.
+- wy_tril_inverse: flash-linear-attention's chunk_scaled_dot_kkt_fwd then solve_tril (wheel
+  ``flash-linear-attention``, with its ``fla`` package); torch.linalg.solve_triangular is the eager
+  baseline's own solve (the eager column).
 Held-out shapes: the GPU family's draws for seeds 0 and 1, each checked against the baseline.
-Writes sampling-<date>.md and .json under --out.
+Writes sampling-solve-<date>.md and .json under --out.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from d2k_env.evaluator.timing import L2Flusher, measure_ceilings, time_pair  # n
 from d2k_env.evaluator.worker import load_module  # noqa: E402
 from d2k_env.task import load_task  # noqa: E402
 
-TASKS = ["topk_topp_mask", "spec_rejection_sample"]
+TASKS = ["topk_topp_mask", "spec_rejection_sample", "wy_tril_inverse"]
 
 
 def library(task_id: str):
@@ -47,6 +51,21 @@ def library(task_id: str):
         except Exception as exc:  # noqa: BLE001 - any import failure: the wheel is absent or broken here
             return f"vllm not importable ({type(exc).__name__}: {exc})", None
         return "vllm apply_top_k_top_p", lambda logits, k, p: apply_top_k_top_p(logits.clone(), k.long(), p)
+    if task_id == "wy_tril_inverse":
+        try:
+            from fla.ops.common.chunk_scaled_dot_kkt import chunk_scaled_dot_kkt_fwd
+            from fla.ops.utils.solve_tril import solve_tril
+        except Exception as exc:  # noqa: BLE001 - the wheel is absent or broken here
+            return f"fla not importable ({type(exc).__name__}: {exc})", None
+
+        def fla_inverse(k, beta, g, cu_seqlens):
+            try:  # the gate's keyword was g_cumsum before fla 0.3, g after
+                A = chunk_scaled_dot_kkt_fwd(k=k, beta=beta, g=g, cu_seqlens=cu_seqlens, output_dtype=torch.float32)
+            except TypeError:
+                A = chunk_scaled_dot_kkt_fwd(k=k, beta=beta, g_cumsum=g, cu_seqlens=cu_seqlens,
+                                             output_dtype=torch.float32)
+            return solve_tril(A, cu_seqlens=cu_seqlens, output_dtype=torch.float32)
+        return "fla chunk_scaled_dot_kkt_fwd + solve_tril", fla_inverse
     if task_id == "spec_rejection_sample":
         return "none: vLLM's rejection_sample draws its own noise (see the module docstring)", None
     return "no library named for this task", None
@@ -126,7 +145,7 @@ def main() -> None:
                  f"{r['reference_vs_library']:.2f}x ({lo:.2f}-{hi:.2f}) |\n")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"sampling-{meta['date']}"
+    stem = f"sampling-solve-{meta['date']}"
     (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows, "heldout": heldout, "library": libs},
                                                  indent=2))
     (out / f"{stem}.md").write_text(text)
