@@ -1,8 +1,8 @@
-"""References of issue 29's sampling and triangular-solve tasks on one GPU: correctness on every workload
+"""References of issue 29's sampling, triangular-solve and short-convolution tasks on one GPU: correctness on every workload
 and held-out shape, and times of eager, torch.compile(baseline), the library a user would pick, and the
 reference.
 
-    python benchmarks/sampling_solve_gpu.py [--tasks topk_topp_mask ...] [--out benchmarks/results] [--budget-s 2]
+    python benchmarks/sampling_solve_conv_gpu.py [--tasks topk_topp_mask ...] [--out benchmarks/results] [--budget-s 2]
 
 The eager / compile / reference columns and the ceilings come from benchmarks/bench_references.py
 (the evaluator's timing protocol: cold L2, interleaved pairs, adaptive repetitions, medians). The
@@ -16,8 +16,11 @@ library is timed the same way against the reference (``time_pair``), where its w
 - wy_tril_inverse: flash-linear-attention's chunk_scaled_dot_kkt_fwd then solve_tril (wheel
   ``flash-linear-attention``, with its ``fla`` package); torch.linalg.solve_triangular is the eager
   baseline's own solve (the eager column).
+- causal_conv1d_varlen: vLLM's Triton ``causal_conv1d_fn`` (wheel ``vllm``), called on the channel-first
+  view it expects, its cache updated in place on a copy. The causal-conv1d package's CUDA kernel takes
+  a padded batch with ``seq_idx``, not this layout.
 Held-out shapes: the GPU family's draws for seeds 0 and 1, each checked against the baseline.
-Writes sampling-solve-<date>.md and .json under --out.
+Writes sampling-solve-conv-<date>.md and .json under --out.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from d2k_env.evaluator.timing import L2Flusher, measure_ceilings, time_pair  # n
 from d2k_env.evaluator.worker import load_module  # noqa: E402
 from d2k_env.task import load_task  # noqa: E402
 
-TASKS = ["topk_topp_mask", "spec_rejection_sample", "wy_tril_inverse"]
+TASKS = ["topk_topp_mask", "spec_rejection_sample", "wy_tril_inverse", "causal_conv1d_varlen"]
 
 
 def library(task_id: str):
@@ -66,6 +69,19 @@ def library(task_id: str):
                                              output_dtype=torch.float32)
             return solve_tril(A, cu_seqlens=cu_seqlens, output_dtype=torch.float32)
         return "fla chunk_scaled_dot_kkt_fwd + solve_tril", fla_inverse
+    if task_id == "causal_conv1d_varlen":
+        try:
+            from vllm.model_executor.layers.mamba.ops.causal_conv1d import causal_conv1d_fn
+        except Exception as exc:  # noqa: BLE001 - the wheel is absent or broken here
+            return f"vllm not importable ({type(exc).__name__}: {exc})", None
+
+        def vllm_conv(x, weight, bias, conv_states, query_start_loc, cache_indices, has_initial_state):
+            states = conv_states.clone()
+            out = causal_conv1d_fn(x.T, weight, bias, conv_states=states, query_start_loc=query_start_loc,
+                                   cache_indices=cache_indices, has_initial_state=has_initial_state,
+                                   activation="silu", pad_slot_id=-1)
+            return out.T.contiguous(), states
+        return "vllm causal_conv1d_fn", vllm_conv
     if task_id == "spec_rejection_sample":
         return "none: vLLM's rejection_sample draws its own noise (see the module docstring)", None
     return "no library named for this task", None
@@ -145,7 +161,7 @@ def main() -> None:
                  f"{r['reference_vs_library']:.2f}x ({lo:.2f}-{hi:.2f}) |\n")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"sampling-solve-{meta['date']}"
+    stem = f"sampling-solve-conv-{meta['date']}"
     (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows, "heldout": heldout, "library": libs},
                                                  indent=2))
     (out / f"{stem}.md").write_text(text)
