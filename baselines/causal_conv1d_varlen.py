@@ -2,7 +2,7 @@
 the new state from the last inputs (vLLM's reference path, sequence by sequence)."""
 
 import torch
-import torch.nn.functional as F
+from torch.nn import functional as F
 
 
 def forward(x, weight, bias, conv_states, query_start_loc, cache_indices, has_initial_state):

@@ -116,7 +116,13 @@ def bench_library(task_id: str, flush: L2Flusher, budget_s: float) -> list[dict]
         def inputs(seed):
             return task.make_inputs(w, torch.Generator(dev).manual_seed(seed), dev)
         check_in = inputs(0)
-        verdict = verdict_for(task, as_tuple(fn(*check_in)), as_tuple(reference.forward(*check_in)), check_in)
+        try:
+            got = as_tuple(fn(*check_in))
+        except Exception as exc:  # noqa: BLE001 - a library release whose signature differs: say so, go on
+            print(f"{task_id:<24} {w.name:<24} {name} failed: {type(exc).__name__}: {exc}", flush=True)
+            rows.append({"task": task_id, "library": f"{name} failed: {type(exc).__name__}: {str(exc)[:120]}"})
+            break
+        verdict = verdict_for(task, got, as_tuple(reference.forward(*check_in)), check_in)
         sets_a, sets_b = [inputs(10 + i) for i in range(3)], [inputs(20 + i) for i in range(3)]
         pair = time_pair(fn, reference.forward, sets_a, sets_b, inputs(99), inputs(99), flush, budget_s)
         row = {"task": task_id, "workload": w.name, "library": name, "library_passes_check": verdict.ok,

@@ -28,11 +28,11 @@ vLLM leaves it after updating it in place).
 
 WORKLOADS = [
     Workload("1x32768x8192", {"B": 1, "L": 32768, "dim": 8192, "init": False}),
-    Workload("16x1024x8192-init", {"B": 16, "L": 1024, "dim": 8192, "init": True}),
-    Workload("decode-256x8192", {"B": 256, "L": 1, "dim": 8192, "init": True}, launch_bound=True),
+    Workload("16x1024x8192", {"B": 16, "L": 1024, "dim": 8192, "init": True}),
+    Workload("256x1x8192", {"B": 256, "L": 1, "dim": 8192, "init": True}, launch_bound=True),
 ]
 SMOKE_WORKLOADS = [
-    Workload("5x13x96-init", {"B": 5, "L": 13, "dim": 96, "init": True}),
+    Workload("5x13x96", {"B": 5, "L": 13, "dim": 96, "init": True}),
     Workload("1x70x40", {"B": 1, "L": 70, "dim": 40, "init": False}),
 ]
 
@@ -95,7 +95,7 @@ def heldout_workloads(rng, smoke):
     else:
         shapes = [(rng.randint(257, 400), 1, 2048, True), (1, rng.randint(32769, 40000), 256, False),
                   (rng.randint(1, 2), rng.randint(1, 4), rng.randint(8193, 12288), True)]
-    return [Workload(f"{b}x{l}x{d}" + ("-init" if i else ""), {"B": b, "L": l, "dim": d, "init": i})
+    return [Workload(f"{b}x{l}x{d}", {"B": b, "L": l, "dim": d, "init": i})
             for b, l, d, i in shapes]
 
 

@@ -25,13 +25,13 @@ Return masked [B, V] fp32: each kept logit unchanged, every other element -inf.
 """
 
 WORKLOADS = [
-    Workload("64x128256-k50-p0.9", {"B": 64, "V": 128256, "k": 50, "p": 0.9}),
-    Workload("256x151936-k20-p0.95", {"B": 256, "V": 151936, "k": 20, "p": 0.95}),
-    Workload("8x129280-koff-p0.8", {"B": 8, "V": 129280, "k": None, "p": 0.8}),
+    Workload("64x128256", {"B": 64, "V": 128256, "k": 50, "p": 0.9}),
+    Workload("256x151936", {"B": 256, "V": 151936, "k": 20, "p": 0.95}),
+    Workload("8x129280-koff", {"B": 8, "V": 129280, "k": None, "p": 0.8}),
 ]
 SMOKE_WORKLOADS = [
-    Workload("5x1000-k10-p0.9", {"B": 5, "V": 1000, "k": 10, "p": 0.9}),
-    Workload("6x3001-koff-p0.7", {"B": 6, "V": 3001, "k": None, "p": 0.7}),
+    Workload("5x1000", {"B": 5, "V": 1000, "k": 10, "p": 0.9}),
+    Workload("6x3001-koff", {"B": 6, "V": 3001, "k": None, "p": 0.7}),
 ]
 
 
@@ -112,7 +112,7 @@ def heldout_workloads(rng, smoke):
     out = []
     for (b, v), p in ((tall, p_tall), (wide, p_wide)):
         k = rng.choice((None, rng.randint(1, 64)))
-        out.append(Workload(f"{b}x{v}-k{k or 'off'}-p{p}", {"B": b, "V": v, "k": k, "p": p}))
+        out.append(Workload(f"{b}x{v}-k{k or 'off'}", {"B": b, "V": v, "k": k, "p": p}))
     return out
 
 

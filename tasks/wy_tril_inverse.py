@@ -30,10 +30,10 @@ Return Ai [1, T, H, {CHUNK}] fp32: Ai[0, t0 + i, h, j] = X[i, j] for j < L, and 
 WORKLOADS = [
     Workload("8192x32", {"T": 8192, "H": 32, "S": 1}),
     Workload("32768x32", {"T": 32768, "H": 32, "S": 1}),
-    Workload("varlen-16384x16", {"T": 16384, "H": 16, "S": 12}),
+    Workload("16384x16-s12", {"T": 16384, "H": 16, "S": 12}),
 ]
 SMOKE_WORKLOADS = [
-    Workload("varlen-200x2", {"T": 200, "H": 2, "S": 4}),
+    Workload("200x2-s4", {"T": 200, "H": 2, "S": 4}),
     Workload("130x2", {"T": 130, "H": 2, "S": 1}),
 ]
 

@@ -798,7 +798,9 @@ def test_env_workspace_modules_shadow_nothing(env):
 def test_the_honest_corpus_is_large_and_spread_over_its_tasks():
     corpus = [e for e in EXPLOITS if e.klass == "honest_corpus"]
     per_task = {t: sum(e.fields["Task"] == t for e in corpus) for t in {e.fields["Task"] for e in corpus}}
-    assert len(corpus) >= 40 and len(per_task) >= 3 and min(per_task.values()) >= 10, per_task
+    # Spread: the first three tasks hold ten idioms or more each; a catalogue task added later starts
+    # with its one port in the style of its public source.
+    assert len(corpus) >= 40 and sum(n >= 10 for n in per_task.values()) >= 3, per_task
     assert 3 <= sum(e.klass == "honest_refused" for e in EXPLOITS) <= 6
 
 
