@@ -42,7 +42,7 @@ def bench_task(task_id: str, ceilings: dict, flush: L2Flusher, budget_s: float) 
         def inputs(seed):
             return task.make_inputs(w, torch.Generator(dev).manual_seed(seed), dev)
         check_in = inputs(0)
-        expected = as_tuple(baseline.forward(*[x.clone() for x in check_in]))
+        expected = as_tuple(baseline.forward(*[x.clone() if isinstance(x, torch.Tensor) else x for x in check_in]))
         out = as_tuple(reference.forward(*check_in))
         verdict = verdict_for(task, out, expected, check_in)
         sets_a, sets_b, sets_c = ([inputs(s + k) for k in range(3)] for s in (10, 20, 30))
