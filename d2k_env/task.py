@@ -124,6 +124,16 @@ class Task:
         return [o.name for o in self.spec.outputs]
 
     @property
+    def checked_outputs(self) -> list[str]:
+        """The names of the values checked: the outputs, then the inputs updated in place."""
+        return [o.name for o in self.spec.checked_outputs]
+
+    def checked_values(self, outputs: tuple, inputs: tuple) -> tuple:
+        """``outputs`` then each updated input as ``inputs`` hold it now (see d2k_env.tasks.in_place)."""
+        from d2k_env.tasks.in_place import checked_values
+        return checked_values(self.spec, outputs, inputs)
+
+    @property
     def allowed_torch(self) -> frozenset[str]:
         return frozenset(self.spec.allowed_torch)
 
@@ -175,8 +185,8 @@ class Task:
         return self.spec.roofline(workload)
 
     def checker(self, outputs: tuple, expected: tuple, inputs: tuple) -> CheckResult:
-        """The task's checker on outputs in the task's order (their structure already checked)."""
-        names = self.outputs
+        """The task's checker on the checked values in the task's order (their structure already checked)."""
+        names = self.checked_outputs
         return self.spec.check.verdict(dict(zip(names, outputs)), dict(zip(names, expected)), inputs)
 
 

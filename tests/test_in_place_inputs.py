@@ -118,9 +118,6 @@ def test_the_state_check_alone_catches_a_skipped_or_narrowed_write_back(interpre
         assert all(m.startswith("state: ") and "o: " not in m for m in verdicts[name]), (name, verdicts[name])
 
 
-@pytest.mark.xfail(strict=True, reason="the evaluator does not yet compare updated inputs: it must save and compare "
-                                       "checked_values(spec, outputs, inputs), not the outputs alone (see the "
-                                       "in_place module's docstring); remove this mark when it does")
 def test_an_evaluation_refuses_a_kernel_that_skips_the_write_back(tmp_path):
     from d2k_env.evaluator import Evaluator
 

@@ -14,7 +14,8 @@ def as_tuple(out) -> tuple:
 
 def verdict_for(task: Task, outputs: tuple, expected: tuple, inputs: tuple) -> CheckResult:
     """The full correctness verdict: contract, degenerate outputs, then the task's checker."""
-    problem = check_contract(outputs, expected, task.outputs) or degenerate_output(outputs, expected, task.outputs)
+    names = task.checked_outputs
+    problem = check_contract(outputs, expected, names) or degenerate_output(outputs, expected, names)
     if problem:
         return CheckResult(False, problem)
     return task.checker(outputs, expected, inputs)

@@ -316,7 +316,7 @@ class ReplayRun(Run):
             return WorkloadResult(w.name, False, problem)
         if problem := output_problems(outputs, inputs, pristine, self.task.in_place_inputs, self.task.outputs):
             return WorkloadResult(w.name, False, problem)
-        torch.save(portable(outputs), outputs_file(self.req, w.name, "check"))
+        torch.save(portable(self.task.checked_values(outputs, inputs)), outputs_file(self.req, w.name, "check"))
         return WorkloadResult(w.name, True, "replayed; outputs saved for the checker")
 
     def time(self, replay: Replay, w: Workload, wr: WorkloadResult) -> None:
@@ -350,7 +350,7 @@ class ReplayRun(Run):
         if problem := band_problem(bands):
             wr.correct, wr.message = False, f"{problem}, while being timed"
             return
-        torch.save(portable(late), outputs_file(self.req, w.name, "timed"))
+        torch.save(portable(self.task.checked_values(late, late_inputs)), outputs_file(self.req, w.name, "timed"))
         wr.baseline_ms, wr.solution_ms = pair.baseline.median_ms, pair.candidate.median_ms
         wr.baseline_spread, wr.solution_spread = pair.baseline.spread, pair.candidate.spread
         wr.speedup, wr.speedup_ci, wr.repetitions = pair.speedup, pair.speedup_ci, pair.repetitions
@@ -383,7 +383,8 @@ class CheckRun(Run):
         return self.result
 
     def verify(self, w: Workload, kind: str, inputs: tuple) -> WorkloadResult:
-        expected = as_tuple(self.baseline.forward(*inputs))
+        # The baseline updates the task's in-place inputs as forward must: their new values are checked too.
+        expected = self.task.checked_values(as_tuple(self.baseline.forward(*inputs)), inputs)
         outputs = tuple(moved(o, self.device) for o in torch.load(outputs_file(self.req, w.name, kind)))
         v = verdict_for(self.task, outputs, expected, inputs)
         return WorkloadResult(w.name, v.ok, v.message, v.max_abs_err, v.max_rel_err)
