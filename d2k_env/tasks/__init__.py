@@ -12,10 +12,11 @@ from d2k_env.task import CheckResult, Roofline, Workload
 from d2k_env.tasks.checks import (CANCELLATION_FLOOR, FLOAT_TOLERANCES, Alternative, Check, Exact, OneStep,
                                   OutputCheck, PerOutput, Quantised, RelativeError, SampleAgreement, Tolerance,
                                   compare_output, default_check, dtype_step)
+from d2k_env.tasks.normwise import NormwiseError
 from d2k_env.tasks.reductions import SumTolerance
 from d2k_env.tasks.spec import HELDOUT_KINDS, WRONG_SOLUTION_KINDS, Heldout, Output, SpecError, TaskSpec, WrongSolution
 
 __all__ = ["CANCELLATION_FLOOR", "FLOAT_TOLERANCES", "HELDOUT_KINDS", "WRONG_SOLUTION_KINDS", "Alternative", "Check", "CheckResult",
-           "Exact", "Heldout", "OneStep", "Output", "OutputCheck", "PerOutput", "Quantised", "RelativeError",
+           "Exact", "Heldout", "NormwiseError", "OneStep", "Output", "OutputCheck", "PerOutput", "Quantised", "RelativeError",
            "Roofline", "SampleAgreement", "SpecError", "SumTolerance", "TaskSpec", "Tolerance", "Workload", "WrongSolution",
            "compare_output", "default_check", "dtype_step"]
