@@ -6,15 +6,17 @@ Workloads: all
 Seed: 3650981377
 Round: honest corpus
 
-Idiom: a port of the Muon reference's zeropower_via_newtonschulz5 step by step: bf16 X, `X.mT` when tall,
-division by the norm plus 1e-7, then five rounds of A = X @ X.mT, B = b * A + c * A @ A, X = a * X + B @ X.
-Written from what that function does, adapted to the task's rule that forward only launches kernels: each
-torch op is a small Triton kernel (a tutorial-style batched matmul on strided views, an elementwise a*P + b*Q,
-and a norm by atomic adds into a zeroed buffer); no symmetry, no fused epilogues."""
+Idiom: a port of the Muon reference's zeropower_via_newtonschulz5 step by step, each torch op a small Triton kernel (tutorial-style batched matmul, elementwise a*P + b*Q, norm by atomic adds)."""
 
 import torch
 import triton
 import triton.language as tl
+
+# Origin: a port of the Muon reference's zeropower_via_newtonschulz5 step by step: bf16 X, `X.mT` when tall,
+# division by the norm plus 1e-7, then five rounds of A = X @ X.mT, B = b * A + c * A @ A, X = a * X + B @ X.
+# Written from what that function does, adapted to the task's rule that forward only launches kernels: each
+# torch op is a small Triton kernel (a tutorial-style batched matmul on strided views, an elementwise a*P + b*Q,
+# and a norm by atomic adds into a zeroed buffer); no symmetry, no fused epilogues.
 
 
 @triton.jit

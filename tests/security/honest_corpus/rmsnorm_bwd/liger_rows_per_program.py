@@ -6,18 +6,19 @@ Workloads: all
 Seed: 2911405117
 Round: honest corpus
 
-Idiom: a port in the style of Liger-Kernel's RMSNorm backward (src/liger_kernel/ops/rms_norm.py): one
-program per SM, each walking `rows_per_program` rows with its dW row accumulated in registers, strides
-passed for every tensor, `calculate_settings`-style block and warp choice, a weight offset argument.
-Written from what that kernel does, adapted to the task's signature: rstd is an input, and Liger's host
-`_dW.sum(dim=0)` over the per-program rows is a second Triton kernel here (forward may only launch
-kernels)."""
+Idiom: a port in the style of Liger-Kernel's RMSNorm backward: one program per SM walking `rows_per_program` rows with its dW row in registers, then the per-program rows summed."""
 
 import math
 
 import torch
 import triton
 import triton.language as tl
+
+# Origin: a port in the style of Liger-Kernel's RMSNorm backward (src/liger_kernel/ops/rms_norm.py): one program
+# per SM, each walking `rows_per_program` rows with its dW row accumulated in registers, strides passed for
+# every tensor, `calculate_settings`-style block and warp choice, a weight offset argument. Written from what
+# that kernel does, adapted to the task's signature: rstd is an input, and Liger's host `_dW.sum(dim=0)` over
+# the per-program rows is a second Triton kernel here (forward may only launch kernels).
 
 MAX_FUSED_SIZE = 65536
 

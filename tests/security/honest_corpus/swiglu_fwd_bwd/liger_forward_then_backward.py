@@ -6,15 +6,17 @@ Workloads: all
 Seed: 1403558270
 Round: honest corpus
 
-Idiom: a port in the style of Liger-Kernel's SwiGLU (src/liger_kernel/ops/swiglu.py): one program per row
-with the whole row in one block (`calculate_settings`), a forward kernel rounding silu(a) to the input
-dtype before the product, and a backward kernel recomputing the sigmoid. Written from what those kernels
-do, adapted to the task's signature: both kernels run in one call, and the gradients go to new tensors
-where Liger overwrites a and b."""
+Idiom: a port in the style of Liger-Kernel's SwiGLU: a row-per-program forward kernel rounding silu(a) to the input dtype, then a backward kernel recomputing the sigmoid."""
 
 import torch
 import triton
 import triton.language as tl
+
+# Origin: a port in the style of Liger-Kernel's SwiGLU (src/liger_kernel/ops/swiglu.py): one program per row
+# with the whole row in one block (`calculate_settings`), a forward kernel rounding silu(a) to the input dtype
+# before the product, and a backward kernel recomputing the sigmoid. Written from what those kernels do, adapted
+# to the task's signature: both kernels run in one call, and the gradients go to new tensors where Liger
+# overwrites a and b.
 
 MAX_FUSED_SIZE = 65536
 
