@@ -7,7 +7,7 @@ user would pick instead, with roofline fractions against ceilings measured in th
     python benchmarks/norm_fusion_gpu.py --out benchmarks/results [--tasks ...] [--heldout-seeds 3]
 
 Libraries, each optional (a row says "not installed" when its import fails):
-- Liger-Kernel (wheel `liger_kernel`, pure Python; `pip download liger-kernel --no-deps`): its
+- Liger-Kernel (pure-Python wheel: `../shared/gpu/prepare-wheels.sh liger-kernel==0.8.5`): its
   RMSNorm backward (through its autograd function, backward only, the forward's graph kept) and its
   SwiGLU forward + backward (LigerSiLUMulFunction; its ensure_contiguous copies the packed views,
   as a user's call would).
@@ -98,9 +98,13 @@ def library_rows(task_id: str, flush: L2Flusher, budget_s: float) -> list[dict]:
         sets = [task.make_inputs(w, torch.Generator(dev).manual_seed(40 + k), dev) for k in range(4)]
         try:
             lib = make(sets)
+            pair = time_pair(lib, reference.forward, [(k,) for k in range(3)], sets[:3], (3,), sets[3], flush,
+                             budget_s)
         except ImportError as exc:
             return [{"task": task_id, "library": name, "error": f"not installed: {exc}"}]
-        pair = time_pair(lib, reference.forward, [(k,) for k in range(3)], sets[:3], (3,), sets[3], flush, budget_s)
+        except Exception as exc:  # another release's API: say so in the table, go on with the other tasks
+            rows.append({"task": task_id, "library": name, "error": f"{w.name}: {type(exc).__name__}: {exc}"[:200]})
+            continue
         rows.append({"task": task_id, "workload": w.name, "library": name,
                      "library_ms": pair.baseline.median_ms, "library_spread": pair.baseline.spread,
                      "reference_ms": pair.candidate.median_ms, "reference_vs_library": pair.speedup,
