@@ -73,7 +73,8 @@ def _bgemm(a_ptr, b_ptr, c_ptr, out_ptr, M, N, K,
            alpha, beta, HAS_C: tl.constexpr, SYMMETRIC: tl.constexpr,
            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
     # out = alpha * (A @ B) + beta * C, per matrix of the batch (grid axis 1). SYMMETRIC: the result
-    # is symmetric (M == N): compute tiles on and below the diagonal, store the others mirrored.
+    # is symmetric (M == N, square tiles BM == BN): compute tiles on and below the diagonal, store the
+    # others mirrored.
     pid = tl.program_id(0)
     mat = tl.program_id(1).to(tl.int64)
     tiles_m = tl.cdiv(M, BM)
@@ -115,9 +116,10 @@ def _gemm(a, b, c, out, alpha, beta, symmetric, tile):
     batch, M, K = a.shape
     N = b.shape[2]
     if tile is None:
-        tile = dict(GROUP_M=4, num_warps=4, num_stages=1, **{
-            name: max(16, min(most, triton.next_power_of_2(size)))
-            for (name, most), size in zip(CPU_TILE_MAX.items(), (M, N, K))})
+        bm, bn, bk = (max(16, min(most, triton.next_power_of_2(size)))
+                      for most, size in zip(CPU_TILE_MAX.values(), (M, N, K)))
+        # Mirroring needs square tiles: tile (i, j) below the diagonal is tile (j, i) above it.
+        tile = dict(BM=bm, BN=bm if symmetric else bn, BK=bk, GROUP_M=4, num_warps=4, num_stages=1)
     grid = (triton.cdiv(M, tile["BM"]) * triton.cdiv(N, tile["BN"]), batch)
     has_c = c is not None
     c = c if has_c else out  # never read: HAS_C is off
