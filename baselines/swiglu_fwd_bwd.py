@@ -2,7 +2,7 @@
 runs F.silu(gate) * up (each op computes in fp32 inside and rounds its result to bf16)."""
 
 import torch
-import torch.nn.functional as F
+from torch.nn import functional as F
 
 
 def forward(a, b, dc):

@@ -29,7 +29,7 @@ EPS = 1e-7
 GPU_TILE = dict(BM=128, BN=128, BK=64, GROUP_M=8, num_warps=8, num_stages=3)
 # The interpreter pays per element of every tile, masked or not, and per program: tiles no larger than
 # the operands (16 at least, for tl.dot), long K steps.
-CPU_TILE_MAX = dict(BM=32, BN=1024, BK=1024)
+CPU_TILE_MAX = (32, 1024, 1024)  # the largest BM, BN, BK
 NORM_BLOCK = 4096   # elements per step of the sum-of-squares and scale kernels
 NORM_STEPS = 4      # steps per program: 16 K elements per partial sum
 
@@ -117,7 +117,7 @@ def _gemm(a, b, c, out, alpha, beta, symmetric, tile):
     N = b.shape[2]
     if tile is None:
         bm, bn, bk = (max(16, min(most, triton.next_power_of_2(size)))
-                      for most, size in zip(CPU_TILE_MAX.values(), (M, N, K)))
+                      for most, size in zip(CPU_TILE_MAX, (M, N, K)))
         # Mirroring needs square tiles: tile (i, j) below the diagonal is tile (j, i) above it.
         tile = dict(BM=bm, BN=bm if symmetric else bn, BK=bk, GROUP_M=4, num_warps=4, num_stages=1)
     grid = (triton.cdiv(M, tile["BM"]) * triton.cdiv(N, tile["BN"]), batch)
