@@ -14,11 +14,13 @@ from d2k_env.tasks.checks import (CANCELLATION_FLOOR, FLOAT_TOLERANCES, Alternat
                                   OutputCheck, PerOutput, Quantised, RelativeError, SampleAgreement, Tolerance,
                                   compare_output, default_check, dtype_step)
 from d2k_env.tasks.in_place import UpdatedInput, checked_values
+from d2k_env.tasks.matrix_norm import MatrixNormError
+from d2k_env.tasks.reductions import SumTolerance
 from d2k_env.tasks.rounding_noise import RoundingNoise, noise_sigma
 from d2k_env.tasks.spec import HELDOUT_KINDS, WRONG_SOLUTION_KINDS, Heldout, Output, SpecError, TaskSpec, WrongSolution
 
 __all__ = ["AccumulationBound", "CANCELLATION_FLOOR", "FLOAT_TOLERANCES", "HELDOUT_KINDS", "WRONG_SOLUTION_KINDS", "Alternative", "Check", "CheckResult",
-           "Exact", "Heldout", "OneStep", "Output", "OutputCheck", "PerOutput", "Quantised", "RelativeError",
-           "Roofline", "RoundingNoise", "SampleAgreement", "SpecError", "TaskSpec", "Tolerance", "UpdatedInput",
-           "Workload", "WrongSolution", "checked_values", "compare_output", "default_check", "dtype_step",
-           "noise_sigma"]
+           "Exact", "Heldout", "MatrixNormError", "OneStep", "Output", "OutputCheck", "PerOutput", "Quantised",
+           "RelativeError", "Roofline", "RoundingNoise", "SampleAgreement", "SpecError", "SumTolerance", "TaskSpec",
+           "Tolerance", "UpdatedInput", "Workload", "WrongSolution", "checked_values", "compare_output",
+           "default_check", "dtype_step", "noise_sigma"]
