@@ -153,3 +153,46 @@ def test_what_is_not_the_language_is_refused(name):
 
 def test_a_jit_callee_and_a_constant_are_names_the_kernel_may_read():
     assert _problems("    helper(x_ptr)\n    v = SCALE * 2\n", {"helper": object(), "SCALE": 3}) == []
+
+
+# -- what forward allocates --------------------------------------------------------------------------------
+
+def _copy_of(task_id: str, into, spec_tail: str = ""):
+    """Task ``task_id`` copied as a task directory under ``into`` (its spec with ``spec_tail`` appended)."""
+    import shutil
+
+    from d2k_env.task import load_task
+
+    task = load_task(task_id)
+    for path in (task.spec_path, task.baseline_path, task.reference_path,
+                 *(task.root / "guidance" / task_id / f"L{i}.md" for i in (1, 2, 3))):
+        target = into / path.relative_to(task.root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    (into / "tasks" / f"{task_id}.py").write_text(task.spec_path.read_text() + spec_tail)
+    return load_task(task_id, into)
+
+
+def test_allocated_bytes_are_reported_and_a_task_may_bound_them(tmp_path):
+    """Every replayed workload reports what forward allocated (its recorded buffers: y and the new
+    residual here, 2 x M x N bf16); a task with an allocation limit below that fails the workload."""
+    from d2k_env.evaluator import Evaluator
+    from d2k_env.task import load_task
+
+    task = load_task("fused_add_rmsnorm")
+    ev = Evaluator(task, "interpreter")
+    try:
+        result = ev.evaluate(task.reference_path, "test", workloads=["8x256"], seed=1)
+    finally:
+        ev.close()
+    assert result.correct and result.workloads[0].allocated_bytes == 2 * 8 * 256 * 2
+
+    bounded = _copy_of("fused_add_rmsnorm", tmp_path, "\nimport dataclasses\n"
+                       "TASK = dataclasses.replace(TASK, allocation_limit=lambda w: w['M'] * w['N'] * 2)\n")
+    ev = Evaluator(bounded, "interpreter")
+    try:
+        result = ev.evaluate(task.reference_path, "test", workloads=["8x256"], seed=1)
+    finally:
+        ev.close()
+    w = result.workloads[0]
+    assert not result.correct and w.message.startswith("[allocation-limit]") and w.allocated_bytes == 8192

@@ -83,6 +83,8 @@ class WorkloadResult:
     graph_solution_ms: float | None = None  # per call, replayed in a CUDA graph (launch-bound workloads)
     graph_baseline_ms: float | None = None
     heldout: bool = False  # a held-out shape of a submission: checked, never timed
+    allocated_bytes: int | None = None  # what forward allocates (its recorded buffers), on any device
+    peak_bytes: int | None = None  # on the GPU: the replay's peak device memory above its inputs
     baseline_note: str | None = None  # the evaluator's: why the baseline was re-measured, and what came of it
 
 

@@ -303,9 +303,20 @@ class ReplayRun(Run):
         return out
 
     def run_check_inputs(self, replay: Replay, w: Workload) -> WorkloadResult:
-        """Replay on the check inputs and save the outputs for the checker."""
+        """Replay on the check inputs and save the outputs for the checker; what forward allocates is
+        measured (and, where the task bounds it, held to its limit)."""
+        allocated = sum(b.nbytes for b in replay.recording.buffers)
+        limit = self.task.spec.allocation_limit(w) if self.task.spec.allocation_limit else None
+        if limit is not None and allocated > limit:
+            return WorkloadResult(w.name, False, f"[allocation-limit] forward allocates {allocated / 2**20:.1f} MiB on "
+                                                 f"this workload; the task allows {limit / 2**20:.1f} MiB (see its "
+                                                 f"description): work through the data in chunks", allocated_bytes=allocated)
         inputs, bands = self.guarded_inputs(w, "check")
         pristine = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats(self.device)
+            held = torch.cuda.memory_allocated(self.device)
         try:
             outputs = self.replayed(replay, inputs, poison=True)
         except ReplayError as exc:
@@ -316,8 +327,10 @@ class ReplayRun(Run):
             return WorkloadResult(w.name, False, problem)
         if problem := output_problems(outputs, inputs, pristine, self.task.in_place_inputs, self.task.outputs):
             return WorkloadResult(w.name, False, problem)
+        peak = torch.cuda.max_memory_allocated(self.device) - held if self.device.type == "cuda" else None
         torch.save(portable(self.task.checked_values(outputs, inputs)), outputs_file(self.req, w.name, "check"))
-        return WorkloadResult(w.name, True, "replayed; outputs saved for the checker")
+        return WorkloadResult(w.name, True, "replayed; outputs saved for the checker", allocated_bytes=allocated,
+                              peak_bytes=peak)
 
     def time(self, replay: Replay, w: Workload, wr: WorkloadResult) -> None:
         from d2k_env.evaluator.timing import CI_FLOOR, LAUNCH_BOUND_CI_FLOOR, L2Flusher, graph_time, time_pair

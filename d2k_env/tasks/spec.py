@@ -182,6 +182,9 @@ class TaskSpec:
     heldout: Heldout
     check: Check = field(default_factory=PerOutput)
     in_place_inputs: Sequence[int] = ()
+    # Bytes forward may allocate on a workload (None: unbounded), for tasks whose point is bounded
+    # memory (a fused loss must not hold the full logits): the replay sums the recorded buffers.
+    allocation_limit: Callable[[Workload], int] | None = None
     updated_inputs: Sequence[UpdatedInput] = ()
     wrong_solutions: Mapping[str, WrongSolution] = field(default_factory=dict)
 
@@ -202,6 +205,8 @@ class TaskSpec:
         _check_workloads("smoke_workloads", self.smoke_workloads)
         _check_callable("make_inputs", self.make_inputs, 3, "make_inputs(workload, gen, device) -> tuple")
         _check_callable("roofline", self.roofline, 1, "roofline(workload) -> Roofline")
+        if self.allocation_limit is not None:
+            _check_callable("allocation_limit", self.allocation_limit, 1, "allocation_limit(workload) -> bytes")
         if not isinstance(self.heldout, Heldout):
             raise SpecError("heldout", "Heldout(shapes, draw)", self.heldout)
         _check_heldout_coverage(self.heldout, self.workloads, self.smoke_workloads)
