@@ -197,4 +197,17 @@ def test_only_a_device_function_returns_a_value():
 
 
 def test_a_jit_callee_and_a_constant_are_names_the_kernel_may_read():
-    assert _problems("    helper(x_ptr)\n    v = SCALE * 2\n", {"helper": object(), "SCALE": 3}) == []
+    import triton.language as tl
+
+    assert _problems("    helper(x_ptr)\n    v = SCALE * 2\n", {"helper": object(), "SCALE": tl.constexpr(3)}) == []
+
+
+def test_a_plain_global_is_read_only_in_the_signature():
+    """Triton's GPU compiler reads a global in a body only when it is a tl.constexpr; a default is Python's."""
+    import triton.language as tl
+
+    node = ast.parse("def k(x_ptr, n, BLOCK: tl.constexpr = SCALE):\n    v = SCALE * 2\n").body[0]
+    from d2k_env.evaluator.kernel_language import located
+
+    found = located(node, {"tl": tl, "SCALE": 3})
+    assert [line for line, _ in found] == [2] and "tl.constexpr" in found[0][1]

@@ -19,7 +19,8 @@ kernel that breaks one could only have run on the interpreter, as Python):
   loop ``else`` (but after ``tl.static_range``), no ``while`` on a constant, no ``return`` in a loop or
   a ``with``; a launched kernel returns nothing (``launched=True``: only a device function may);
 - no name or attribute that starts with an underscore (``__builtins__``, ``_semantic``, ...);
-- a name is a parameter, a local, a global the recording supplies, or one of :data:`BUILTINS`;
+- a name is a parameter, a local, a global the recording supplies, or one of :data:`BUILTINS`; a body
+  reads no global that is a plain Python value (a number not bound with ``tl.constexpr``);
 - an attribute of a module reaches only Triton's language (``tl.*``, ``libdevice.*``) and the
   numbers of ``math`` (``math.pi``; its functions work on Python numbers, not Triton values); an
   attribute of anything else is one of :func:`value_attributes`, the public attributes of Triton's
@@ -64,6 +65,8 @@ UNSUPPORTED = gpu_unsupported_nodes()
 # Attributes of Triton values that lead out of the language under the interpreter.
 HOST_ATTRIBUTES = frozenset({"handle", "data", "base", "type"})
 CONVERSIONS = frozenset({"int", "float", "bool"})
+# Globals the GPU compiler refuses to read in a body: plain Python values, not tl.constexpr.
+PLAIN = (bool, int, float, str, bytes, tuple, type(None))
 
 
 @functools.cache
@@ -88,13 +91,18 @@ def problems(node: ast.FunctionDef, namespace: dict, launched: bool = False) -> 
     """Why the kernel ``node`` (decorators removed) is not Triton's language, given the globals
     ``namespace`` it will run with; empty when it is. ``launched``: the kernel is launched, not only
     called by other kernels (then it may not return a value)."""
+    where = f"kernel {node.name} (line {node.lineno})"
+    return [f"{where}: line {line} {message}" for line, message in located(node, namespace, launched)]
+
+
+def located(node: ast.FunctionDef, namespace: dict, launched: bool = False) -> list[tuple[int, str]]:
+    """:func:`problems` as (line, what) pairs."""
     return _Check(node, namespace, launched).run()
 
 
 class _Check:
     def __init__(self, node: ast.FunctionDef, namespace: dict, launched: bool):
         self.node, self.namespace, self.launched = node, namespace, launched
-        self.where = f"kernel {node.name} (line {node.lineno})"
         args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
         self.params = {a.arg for a in args}
         self.local = self.params | {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
@@ -102,12 +110,13 @@ class _Check:
         self.constexprs = {a.arg for a in args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
         self.loop_targets = {n.id for f in ast.walk(node) if isinstance(f, ast.For)
                              for n in ast.walk(f.target) if isinstance(n, ast.Name)}
-        self.found: list[str] = []
+        self.body = {id(n) for stmt in node.body for n in ast.walk(stmt)}
+        self.found: list[tuple[int, str]] = []
 
     def refuse(self, child: ast.AST, message: str) -> None:
-        self.found.append(f"{self.where}: line {getattr(child, 'lineno', self.node.lineno)} {message}")
+        self.found.append((getattr(child, "lineno", self.node.lineno), message))
 
-    def run(self) -> list[str]:
+    def run(self) -> list[tuple[int, str]]:
         parents = {c: p for p in ast.walk(self.node) for c in ast.iter_child_nodes(p)}
         for child in ast.walk(self.node):
             if child is not self.node:
@@ -168,10 +177,15 @@ class _Check:
     def name(self, child: ast.Name) -> None:
         if child.id.startswith("__"):
             self.refuse(child, f"uses the name {child.id}")
-        elif isinstance(child.ctx, ast.Load) and child.id not in self.local | BUILTINS and \
-                child.id not in self.namespace:
+        elif not isinstance(child.ctx, ast.Load) or child.id in self.local | BUILTINS:
+            return
+        elif child.id not in self.namespace:
             self.refuse(child, f"reads {child.id}, which is neither a parameter, a local, a Triton module, "
                                "another kernel nor a constant of solution.py")
+        elif id(child) in self.body and isinstance(self.namespace[child.id], PLAIN):
+            # The signature's defaults are Python's, at definition; the body reads only what the compiler can.
+            self.refuse(child, f"reads the module-level value {child.id}: Triton's GPU compiler reads only globals "
+                               f"bound as {child.id} = tl.constexpr(...) (or pass it as an argument)")
 
     def attribute(self, node: ast.Attribute) -> str | None:
         """Why ``node`` (one attribute, read on its own or at the end of a chain) leaves the language."""
