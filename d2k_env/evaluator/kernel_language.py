@@ -65,6 +65,9 @@ UNSUPPORTED = gpu_unsupported_nodes()
 # Attributes of Triton values that lead out of the language under the interpreter.
 HOST_ATTRIBUTES = frozenset({"handle", "data", "base", "type"})
 CONVERSIONS = frozenset({"int", "float", "bool"})
+# Enums triton.language re-exports from its C++ extension, which kernels pass as options
+# (tl.maximum(..., propagate_nan=tl.PropagateNan.ALL)).
+FOREIGN_ENUMS = frozenset({"PropagateNan"})
 # Globals the GPU compiler refuses to read in a body: plain Python values, not tl.constexpr.
 PLAIN = (bool, int, float, str, bytes, tuple, type(None))
 
@@ -201,6 +204,8 @@ class _Check:
             return None
         obj, path = module, root.id
         for i, attr in enumerate(chain):
+            if i and chain[i - 1] in FOREIGN_ENUMS and all(isinstance(getattr(obj, a, None), obj) for a in chain[i:]):
+                return None  # tl.PropagateNan.ALL
             if not isinstance(obj, types.ModuleType):
                 # Past the module: what is left is an attribute of a Triton value (tl.float32.primitive_bitwidth).
                 rest = [a for a in chain[i:] if a not in value_attributes()]
@@ -213,6 +218,8 @@ class _Check:
         if isinstance(obj, types.ModuleType):
             return None if _language_module(obj) else f"{path}, outside Triton's language"
         owner = str(getattr(obj, "__module__", None) or type(obj).__module__)
+        if chain[-1] in FOREIGN_ENUMS and isinstance(obj, type):
+            return None
         if owner == "math" or (module is math and not isinstance(obj, (int, float))):
             return f"{path}: Python's math works on Python numbers, not Triton values (use tl.math or tl.*)"
         # The interpreter swaps the language's functions for its own (triton.runtime.interpreter's).
