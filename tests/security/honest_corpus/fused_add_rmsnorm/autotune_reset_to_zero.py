@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: paid
+Expect: [launch-contract]
 Policy: accepts
 Workloads: all
 Seed: 2372246484

@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: paid
+Expect: any
 Policy: accepts
 Workloads: all
 Seed: 958764177
