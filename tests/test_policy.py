@@ -107,6 +107,12 @@ def test_kernel_bodies_are_triton_language(body, line):
     assert line + prelude.count("\n") in {n for _, n in found}, found
 
 
+def test_a_language_function_imported_by_name_is_the_language_but_math_s_is_not():
+    call = "@triton.jit\ndef k2(p):\n    tl.store(p, {}(tl.load(p)))\n\n\n"
+    assert rules("from triton.language.extra.libdevice import rsqrt\n\n" + call.format("rsqrt") + LAUNCH) == []
+    assert rules("from math import sqrt\n\n" + call.format("sqrt") + LAUNCH) == [("kernel-language", 12)]
+
+
 def test_a_kernel_passed_to_triton_jit_is_checked_too():
     body = "def plain(p):\n    p.copy_(p)\n\n\nk2 = triton.jit(plain)\n\n\n" + LAUNCH
     assert rules(body) == [("kernel-language", 9)]

@@ -210,13 +210,20 @@ class _Solution:
     # -- the replay's namespace, statically ---------------------------------------------------------
     def _namespace(self, kernels: dict[str, ast.FunctionDef]) -> dict:
         """The globals a kernel would run with in the replay: the Triton modules and math the file
-        imports (the modules a recording may name), the kernels and kernel wrappers, and module
-        constants: a literal as its value (a body may not read it: the GPU compiler would not), a
-        ``tl.constexpr(...)`` as a constexpr, anything else as an opaque value."""
+        imports (the modules a recording may name) and the functions it imports from Triton's
+        language modules, the kernels and kernel wrappers, and module constants: a literal as its
+        value (a body may not read it: the GPU compiler would not), a ``tl.constexpr(...)`` as a
+        constexpr, anything else as an opaque value."""
         namespace: dict = {}
         for name, dotted in self.aliases.items():
+            module, _, attr = dotted.rpartition(".")
             if dotted in KERNEL_MODULES:
                 namespace[name] = importlib.import_module(dotted)
+            elif module in KERNEL_MODULES and module.startswith("triton.language") and \
+                    callable(getattr(importlib.import_module(module), attr, None)):
+                # A function of the language imported by name (from ...libdevice import rsqrt): the
+                # recording decides whether the replay can be given it.
+                namespace[name] = getattr(importlib.import_module(module), attr)
         for node in self._module_statements():
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
