@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [launch-contract]
+Expect: paid
 Policy: accepts
 Workloads: all
 Seed: 2372246484

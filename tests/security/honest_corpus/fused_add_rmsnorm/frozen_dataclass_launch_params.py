@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: any
+Expect: paid
 Policy: accepts
 Workloads: all
 Seed: 958764177

@@ -1,7 +1,7 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [kernel-language]
-Policy: [kernel-language]
+Expect: paid
+Policy: accepts
 Workloads: all
 Seed: 2850037757
 Round: honest corpus

@@ -1,6 +1,6 @@
 """Task: per_token_group_quant_fp8
 Backend: interpreter
-Expect: [record]
+Expect: paid
 Policy: accepts
 Workloads: all
 Seed: 2436853035
