@@ -140,6 +140,13 @@ def test_kernels_are_top_level_defs_whose_text_triton_reads_back(name):
     assert ("kernel-source", line) in found and {r for r, _ in found} == {"kernel-source"}, found
 
 
+@pytest.mark.parametrize("forward", ["def forward(x):\n    return x\n", "forward = k\n", "class forward:\n    pass\n",
+                                     "from math import prod as forward\n", "if True:\n    forward = len\n"])
+def test_forward_is_bound_at_module_level(forward):
+    assert rules(forward) == []
+    assert rules(forward.replace("forward", "backward")) == [("no-kernel", 1)]
+
+
 def test_text_and_syntax_are_refused_before_anything_else():
     assert [r for r, _ in rules("x = 1\x0c\n" + LAUNCH)] == ["source-text"]
     assert rules("def forward(x)\n    return x\n") == [("syntax", 8)]

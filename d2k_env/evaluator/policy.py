@@ -18,6 +18,8 @@ rule                 how it is checked here
 [source-text]        characters that end a line for str.splitlines/linecache but not for Python's
                      tokenizer, anywhere: Triton re-reads kernel text by line number (source_text.py)
 [syntax]             a file that does not parse, or nests too deeply to be checked
+[no-kernel]          no module-level binding of ``forward`` (whether forward launches a kernel of the
+                     file is the recorder's to see)
 [kernel-source]      a ``@triton.jit`` function anywhere but at the top level (nested in a function
                      or a class, ``async``), ``triton.jit(f)`` of anything but a top-level ``def``:
                      the replay rebuilds only top-level defs; and in a kernel's lines, a line other
@@ -100,6 +102,9 @@ class _Solution:
         self.found: list[Violation] = []
 
     def violations(self) -> list[Violation]:
+        if not self._binds_forward():
+            self.found.append(Violation("no-kernel", 1, "solution.py must define forward(*inputs) at module level "
+                                                        "(def forward, or forward = <a function or callable>)"))
         kernels = self._kernels()
         namespace = self._namespace(kernels)
         # A kernel another kernel names is a device function (or a combine function) and may return a value.
@@ -111,6 +116,21 @@ class _Solution:
             for line, message in kernel_language.located(bare, namespace, launched=name not in called):
                 self.found.append(Violation("kernel-language", line, f"kernel {name}: {message}"))
         return self.found
+
+    def _binds_forward(self) -> bool:
+        """Whether a module-level statement binds ``forward`` (the worker calls nothing else; a file
+        without it is refused here, before any process starts)."""
+        for node in self._module_statements():
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == "forward":
+                return True
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                    (a.asname or a.name.split(".")[0]) == "forward" for a in node.names):
+                return True
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+            if any(isinstance(n, ast.Name) and n.id == "forward" for t in targets for n in ast.walk(t)):
+                return True
+        return False
 
     # -- names --------------------------------------------------------------------------------------
     def _aliases(self) -> dict[str, str]:

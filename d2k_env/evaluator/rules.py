@@ -122,11 +122,12 @@ RULES = (
          "Write kernels as the GPU compiles them: masks with `&`, loops over range or tl.range, tl.* functions, "
          "globals bound as `NAME = tl.constexpr(value)`.",
          _kernel("mask = 0 <= offs < n"), _kernel("mask = (offs >= 0) & (offs < n)")),
+    Rule("no-kernel", (3,), (SOURCE, RUN),
+         "a solution.py without a module-level `forward`, or a `forward` that launches no `@triton.jit` kernel "
+         "of solution.py",
+         "Define forward at module level and launch a kernel of solution.py from it as `kernel[grid](...)`.",
+         "# forward is missing: only launch(x) is defined\n"),
     # -- at run time: the worker's guards, the recorder, the replay, the checker, the sandbox ---------
-    Rule("no-kernel", (3,), (RUN,),
-         "a `forward` that launches no `@triton.jit` kernel of solution.py",
-         "Define the kernel in solution.py and launch it from forward as `kernel[grid](...)`.",
-         "def forward(x):\n    return torch.empty_like(x)\n"),
     Rule("torch-work", (3,), (RUN,),
          "torch compute outside your kernels (allocation, views and metadata only)",
          "Do the arithmetic in a Triton kernel; use torch only to allocate outputs and reshape views.",
