@@ -33,15 +33,13 @@ def workload_table(task: Task, workloads: list[Workload]) -> str:
 # What a solution may do, and the rules an honest kernel author could run into, read from the rule
 # registry (docs/security.md has them all); the rest follow from the contract or never
 # come up in ordinary code.
-PROMPT_RULES = ("forbidden-import", "triton-internals", "torch-work", "introspection", "tampering", "hidden-state",
-                "try-except", "gpu-compile", "side-stream", "threads")
+PROMPT_RULES = ("kernel-source", "kernel-language", "torch-work", "launch-contract", "side-stream")
 CAPABILITIES = (
-    "Ordinary Python is fine: typing annotations, @dataclass and NamedTuple records, "
-    "logging.getLogger(__name__), warnings.warn, functools.lru_cache, module-level caches of plain values "
-    "(block sizes keyed by shape or device), helpers that build autotune configs, @triton.autotune and "
-    "@triton.heuristics, getattr with a literal name, torch.cuda.device contexts and device queries, "
-    "import fallbacks (try/except ImportError), aliases of forward and of kernels, __main__ self-tests. "
-    "Not allowed (a refusal names its rule in brackets and says what to do instead): "
+    "Host code is ordinary Python: any imports, classes and wrapper objects, try/except, caches, "
+    "@triton.autotune and @triton.heuristics (as decorators or applied by call), device queries, "
+    "__main__ self-tests. What is checked and timed is what your kernels do: forward's launches are "
+    "recorded and replayed on other inputs, so they may depend only on the inputs' shapes, dtypes, "
+    "strides and device. Not allowed (a refusal names its rule in brackets and says what to do instead): "
     + "; ".join(f"{rules.BY_ID[rid].refuses} [{rid}]" for rid in PROMPT_RULES)
     + ". Every evaluation runs in a sandbox: it can write only its own scratch directory."
 )

@@ -192,12 +192,13 @@ def test_real_evaluations_do_not_leak_seeds_or_heldout_shapes_before_submit():
 # -- evaluation caching / what is evaluated ------------------------------------------------------------
 def test_a_changed_file_is_evaluated_anew_never_a_cached_result(env):
     """The static policy rejects both files before any process starts, so this is fast."""
-    env.step(call("write_file", path="solution.py", content="import os\n"))
+    nested = "import triton\n\n\ndef make():\n    @triton.jit\n    def alpha(p):\n        pass\n"
+    env.step(call("write_file", path="solution.py", content=nested))
     o1, *_ = env.step(call("run_tests"))
-    assert "'os'" in o1
-    env.step(call("str_replace", path="solution.py", old="import os", new="import sys"))
+    assert "'alpha'" in o1
+    env.step(call("str_replace", path="solution.py", old="alpha", new="beta"))
     o2, reward, terminated, _, _ = env.step(call("submit"))
-    assert "'sys'" in o2 and "'os'" not in o2 and reward == 0.0 and terminated
+    assert "'beta'" in o2 and "'alpha'" not in o2 and reward == 0.0 and terminated
 
 
 def test_a_planted_solution_symlink_is_not_evaluated(env, tmp_path):

@@ -53,7 +53,7 @@ def test_syntax_error_is_reported_before_running(evaluator, tmp_path):
 
 def test_missing_forward(evaluator, tmp_path):
     result = evaluator.evaluate(solution(tmp_path, "x = 1\n"))
-    assert "[policy]" in result.error and "must define forward(*inputs) once at module level" in result.error
+    assert "[policy]" in result.error and "must define forward(*inputs) at module level" in result.error
 
 
 def test_exception_in_forward_names_each_workload(evaluator, tmp_path):

@@ -1,13 +1,12 @@
-"""Introspection through string formatting: the policy's [format-string] rule, line by line.
+"""Introspection through string formatting: once the policy's [format-string] rule, now the trust boundary's.
 
 str.format and str.format_map read a field's attributes and items themselves: ``"{0.__class__}"``,
-``"{0[0].gi_frame.f_back.f_locals[self]}"`` walk with getattr/getitem names that the attribute rules
-refuse in the syntax tree, where they never appear. f01 and f02 walked a generator's running frame
-back to the harness's SolutionRun and printed the secret seed, earning the full reward; before the
-rule the policy accepted both. Now ``.format``/``.format_map`` may be called only on a string literal
-whose fields name no attribute and no item (nested fields in format specs included). f-strings need
-no rule: their fields are expressions in the syntax tree, checked like any other. The exploits are
-tests/security/format_strings/ (f01, f02), evaluated by tests/test_security.py.
+``"{0[0].gi_frame.f_back.f_locals[self]}"`` walk with getattr/getitem. f01 and f02 walked a generator's
+running frame back to the harness's SolutionRun and printed the secret seed. Since the trust boundary
+moved, the solution process holds no harness object, no seed and no checked input, so host code may
+format as it likes (the exploits, tests/security/format_strings/, are evaluated end to end by
+tests/test_security.py); inside a kernel, which the trusted replay runs, ``.format`` is no part of
+Triton's language and is refused ([kernel-language]).
 """
 
 from __future__ import annotations
@@ -21,6 +20,12 @@ KERNEL = "import torch\nimport triton\nimport triton.language as tl\n\n@triton.j
 
 def _rules(line: str) -> list[str]:
     body = f"def forward(x):\n    y = torch.empty_like(x)\n    k[(1,)](y)\n    {line}\n    return y\n"
+    return [v.rule for v in check_solution(KERNEL + body, frozenset({"empty_like"}))]
+
+
+def _kernel_rules(line: str) -> list[str]:
+    body = (f"@triton.jit\ndef k2(p, n):\n    {line}\n\n\n"
+            "def forward(x):\n    y = torch.empty_like(x)\n    k2[(1,)](y, 1)\n    return y\n")
     return [v.rule for v in check_solution(KERNEL + body, frozenset({"empty_like"}))]
 
 
@@ -38,8 +43,17 @@ def _rules(line: str) -> list[str]:
     'fmt = "{0.__class__}".format\n    print(fmt(x))',
     'print("{0.__class__".format(x))',  # malformed: refused rather than guessed at
 ])
-def test_format_fields_that_walk_are_refused(line):
-    assert "format-string" in _rules(line)
+def test_format_fields_that_walk_are_host_python(line):
+    assert _rules(line) == []
+
+
+@pytest.mark.parametrize("line", [
+    'print("{0.__class__.__mro__}".format(p))',
+    'v = "{0[0]}".format_map(n)',
+    'v = str.format("{0.__class__}", p)',
+])
+def test_format_in_a_kernel_is_not_the_language(line):
+    assert set(_kernel_rules(line)) == {"kernel-language"}
 
 
 @pytest.mark.parametrize("line", [

@@ -9,8 +9,8 @@ an elementwise logical and for Triton, Python's ``and`` (the last operand) for t
 Those exploits, and a probe that branches on a scalar honestly, are tests/security/gpu_validity/,
 evaluated by tests/test_security.py.
 
-What the code generator refuses whatever the values, the policy refuses ([gpu-compile], exact on the
-syntax tree); what depends on the values, the patched interpreter refuses at run time with the GPU
+What the code generator refuses whatever the values, the policy refuses ([kernel-language], exact on the
+syntax tree, kernel_language.py, which the replay runs too); what depends on the values, the patched interpreter refuses at run time with the GPU
 compiler's own message ([gpu-compile], interpreter_patch.py), and so are ``bool`` and ``abs``, which the
 code generator does not know at all: the policy lets them through (on a constexpr in a branch the
 compiler never visits they are harmless), and the interpreter refuses them where they run, ``bool(F)`` of
@@ -270,7 +270,7 @@ def test_value_dependent_refusals_carry_the_rule(name, interpreter_verdicts):
                                   "starred_target", "nested_def", "if_float_const", "if_str_const", "ifexp_float_const",
                                   "return_value"])
 def test_static_refusals_carry_the_rule(name):
-    assert "gpu-compile" in _policy_rules(name)
+    assert "kernel-language" in _policy_rules(name)
 
 
 SEMANTICS = """

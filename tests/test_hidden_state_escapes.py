@@ -1,11 +1,17 @@
-"""State across calls past the [hidden-state] rules: module dunders and iterators, rule by rule.
+"""State across calls: module dunders and iterators, once the policy's [hidden-state]/[module-dunder] rules.
 
 Each exploit keeps ``itertools.count()`` alive at module level as a call counter (hold-out round 4's
 p04, which the iterator rule refuses at plain module level), is right for its first six calls (every
 check of a CPU submission) and skips the work afterwards; before these fixes the policy accepted all
 four and each earned the full reward on the interpreter. The exploits are tests/security/hidden_state/
 (name_store_runs_main_block, main_guard_else_iterator, map_iter_as_value, tee_items: m01-m04),
-evaluated by tests/test_security.py; here each rule is checked on its own.
+evaluated by tests/test_security.py.
+
+Since the trust boundary moved, state kept by the solution's Python changes nothing that is checked or
+timed: the trusted replay runs the recorded launches on the secret inputs, and a forward whose
+launches change from call to call fails [launch-contract]. So the policy leaves host code's dunders
+and iterators alone (below: accepted); inside a kernel, which the replay runs, a dunder name or an
+iterator is no part of Triton's language ([kernel-language]). The history of the rules:
 
 - m01: ``__name__ = "__main__"`` made the ``if __name__ == "__main__":`` block, which the import-time
   rules skip because the worker never runs it, run at import. Any binding of a dunder name is now
@@ -42,13 +48,14 @@ def _rules(module_code: str, forward: str = FORWARD) -> list[str]:
     '__spec__ = None\n',
     'X = [__name__ for __name__ in ("__main__",)]\n',
 ])
-def test_binding_a_module_dunder_is_refused(code):
-    assert "module-dunder" in _rules(code)
+def test_binding_a_module_dunder_is_host_python(code):
+    assert _rules(code) == []
 
 
-def test_a_local_dunder_is_refused_too():
-    assert "module-dunder" in _rules("", "\ndef forward(x):\n    __name__ = 'x'\n    y = torch.empty_like(x)\n"
-                                         "    k[(1,)](y)\n    return y\n")
+@pytest.mark.parametrize("line", ["__name__ = 1", "v = __name__", "v = iter(range(3))", "v = tl.__name__"])
+def test_dunders_and_iterators_in_a_kernel_are_not_the_language(line):
+    kernel = f"@triton.jit\ndef k2(p):\n    {line}\n\n"
+    assert set(_rules(kernel, FORWARD.replace("k[(1,)](y)", "k2[(1,)](y)"))) == {"kernel-language"}
 
 
 @pytest.mark.parametrize("code", [
@@ -65,8 +72,8 @@ def test_a_local_dunder_is_refused_too():
     'for C in map(lambda r: iter(r), [range(9)]):\n    break\n',
     'for C in [iter(range(9))]:\n    pass\n',
 ])
-def test_module_level_iterators_are_refused(code):
-    assert "hidden-state" in _rules(code)
+def test_module_level_iterators_are_host_python(code):
+    assert _rules(code) == []
 
 
 @pytest.mark.parametrize("code", [

@@ -14,7 +14,7 @@ TASK = load_task("fused_add_rmsnorm")
 def test_the_child_answers_as_the_policy_does():
     reference = TASK.reference_path.read_text()
     assert policy_service.check_solution(reference, TASK.allowed_torch) == []
-    hostile = reference + "\nimport os\n"
+    hostile = reference + "\n\ndef _make():\n    @triton.jit\n    def inner(p):\n        pass\n"
     assert policy_service.check_solution(hostile, TASK.allowed_torch) == \
         policy.check_solution(hostile, TASK.allowed_torch) != []
 

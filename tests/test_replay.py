@@ -105,14 +105,16 @@ def test_first_difference_names_the_launch_and_what_differed():
 
 # -- the kernel-language check -------------------------------------------------------------------------------
 
-def _problems(body: str, extra: dict | None = None) -> list[str]:
+def _problems(body: str, extra: dict | None = None, launched: bool = False) -> list[str]:
+    import math
+
     import triton
     import triton.language as tl
 
     from d2k_env.evaluator.kernel_language import problems
 
     node = ast.parse("def k(x_ptr, n, BLOCK: tl.constexpr):\n" + body).body[0]
-    return problems(node, {"tl": tl, "triton": triton, **(extra or {})})
+    return problems(node, {"tl": tl, "triton": triton, "math": math, **(extra or {})}, launched=launched)
 
 
 HONEST = [
@@ -122,6 +124,10 @@ HONEST = [
     "    bits: tl.constexpr = tl.float32.primitive_bitwidth\n    tl.static_assert(bits == 32, f'{bits}')\n",
     "    n_blocks = triton.cdiv(n, BLOCK)\n    x = tl.full((BLOCK,), float('-inf'), tl.float32)\n"
     "    y = tl.where(x > 0, x, 0.0).T\n    z = min(BLOCK, 4)\n",
+    "    acc = tl.zeros([BLOCK, BLOCK], dtype=tl.float32)\n    for i in tl.range(0, n, BLOCK, num_stages=2):\n"
+    "        acc += tl.load(x_ptr + i)\n    for j in tl.static_range(2):\n        acc += j\n    else:\n"
+    "        acc += 1\n    c = int(BLOCK * 2) + float(math.pi)\n",
+    "    if n > 0:\n        return\n    tl.store(x_ptr, tl.load(x_ptr), mask=(n >= 0) & (n < BLOCK))\n",
 ]
 
 
@@ -143,16 +149,68 @@ ESCAPES = {
     "getattr": "    v = getattr(tl, 'load')\n",
     "a nested function": "    def g():\n        pass\n",
     "an attribute off the language": "    v = tl.arange(0, 4).numpy\n",
+    # What Triton's GPU front end refuses (the policy's former [gpu-compile] and kernel [torch-work] rules).
+    "break": "    for i in range(3):\n        break\n",
+    "continue": "    for i in range(3):\n        continue\n",
+    "a chained comparison": "    m = 0 <= n < BLOCK\n",
+    "in": "    m = n in (1, 2)\n",
+    "the matmul operator": "    v = n @ n\n",
+    "a loop over a tuple": "    for i in (1, 2):\n        pass\n",
+    "a loop over zip": "    for i in zip(range(2), range(2)):\n        pass\n",
+    "a loop target tuple": "    for i, j in range(2):\n        pass\n",
+    "a loop else": "    for i in range(3):\n        pass\n    else:\n        pass\n",
+    "return in a loop": "    for i in range(3):\n        return\n",
+    "a while on a constant": "    while 1:\n        pass\n",
+    "a while else": "    while n > 0:\n        n = n - 1\n    else:\n        pass\n",
+    "if on a string": "    if 'a':\n        pass\n",
+    "several targets": "    a = b = n\n",
+    "a starred target": "    a, *b = (n, n)\n",
+    "a match": "    match n:\n        case 1:\n            pass\n",
+    "a call of an argument": "    n()\n",
+    "a call of a call": "    tl.load(x_ptr)()\n",
+    "item assignment": "    v = tl.zeros((BLOCK,), tl.float32)\n    v[0] = 1\n",
+    "the interpreter's .data": "    v = tl.load(x_ptr).data\n",
+    "the interpreter's .base": "    v = x_ptr.base\n",
+    "torch in a kernel": "    v = torch.relu(x_ptr)\n",
+    "Python math on a value": "    v = math.sqrt(n)\n",
+    "int of a value": "    v = int(tl.load(x_ptr))\n",
+    "float of a parameter": "    v = float(n)\n",
+    "a list of values": "    v = [tl.load(x_ptr), n]\n",
+    "a dict display": "    v = {1: n}\n",
+    "a set display": "    v = {n}\n",
+    "an in-place constexpr": "    BLOCK += 1\n",
+    "an in-place loop target": "    for i in range(3):\n        i += 1\n",
 }
 
 
 @pytest.mark.parametrize("name", sorted(ESCAPES))
 def test_what_is_not_the_language_is_refused(name):
-    assert _problems(ESCAPES[name]), name
+    import torch
+
+    assert _problems(ESCAPES[name], {"torch": torch}), name
+
+
+def test_only_a_device_function_returns_a_value():
+    body = "    return tl.load(x_ptr)\n"
+    assert _problems(body) == []
+    assert "only a device function" in _problems(body, launched=True)[0]
 
 
 def test_a_jit_callee_and_a_constant_are_names_the_kernel_may_read():
-    assert _problems("    helper(x_ptr)\n    v = SCALE * 2\n", {"helper": object(), "SCALE": 3}) == []
+    import triton.language as tl
+
+    assert _problems("    helper(x_ptr)\n    v = SCALE * 2\n", {"helper": object(), "SCALE": tl.constexpr(3)}) == []
+
+
+def test_a_plain_global_is_read_only_in_the_signature():
+    """Triton's GPU compiler reads a global in a body only when it is a tl.constexpr; a default is Python's."""
+    import triton.language as tl
+
+    node = ast.parse("def k(x_ptr, n, BLOCK: tl.constexpr = SCALE):\n    v = SCALE * 2\n").body[0]
+    from d2k_env.evaluator.kernel_language import located
+
+    found = located(node, {"tl": tl, "SCALE": 3})
+    assert [line for line, _ in found] == [2] and "tl.constexpr" in found[0][1]
 
 
 # -- what forward allocates --------------------------------------------------------------------------------

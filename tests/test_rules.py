@@ -82,9 +82,10 @@ def test_allowed_example_is_accepted(rule):
 
 
 def test_policy_verdict_says_what_to_do_instead(tmp_path):
-    # Two [torch-work] violations and one [try-except]: each alternative once, after the violations.
-    source = rules.SCAFFOLD + ("\n\ndef forward(x):\n    try:\n        return torch.relu(launch(x))\n"
-                               "    except RuntimeError:\n        return torch.tanh(launch(x))\n")
+    # Two [kernel-language] violations and one [kernel-source]: each alternative once, after the violations.
+    source = rules.SCAFFOLD + ("\n\n@triton.jit\ndef bad_kernel(x_ptr, n):\n    for i in (1, 2):\n        break\n\n\n"
+                               "def forward(x):\n    @triton.jit\n    def inner(x_ptr):\n        pass\n\n"
+                               "    return launch(x)\n")
     path = tmp_path / "solution.py"
     path.write_text(source)
     evaluator = Evaluator(load_task("fused_add_rmsnorm"), "interpreter")
@@ -92,8 +93,9 @@ def test_policy_verdict_says_what_to_do_instead(tmp_path):
         error = evaluator.evaluate(path).error
     finally:
         evaluator.close()
-    assert error.startswith("[policy]") and error.count("[torch-work] instead:") == 1, error
-    for rule in ("torch-work", "try-except"):
+    assert error.startswith("[policy]") and error.count("[kernel-language] instead:") == 1, error
+    assert error.count("[kernel-language] kernel bad_kernel") == 2, error
+    for rule in ("kernel-language", "kernel-source"):
         assert f"[{rule}] instead: {rules.BY_ID[rule].instead}" in error
     assert error.index("instead:") > error.rindex("line ")
 
@@ -114,12 +116,12 @@ def test_run_time_verdict_says_what_to_do_instead_once():
     from d2k_env.evaluator.protocol import EvalResult, WorkloadResult
     from d2k_env.verdict import format_result
 
-    kept = "[hidden-state] after forward returned, the solution's module still holds a tensor"
+    kept = "[late-corruption] outputs after the timed calls are not those of the checked call"
     result = EvalResult("test", "interpreter", workloads=[
         WorkloadResult("8x256", False, kept), WorkloadResult("5x200", False, kept),
         WorkloadResult("4x512", True, "ok")])
     text = format_result(result)
-    assert text.count("[hidden-state] instead:") == 1, text
-    assert f"[hidden-state] instead: {rules.BY_ID['hidden-state'].instead}" in text
+    assert text.count("[late-corruption] instead:") == 1, text
+    assert f"[late-corruption] instead: {rules.BY_ID['late-corruption'].instead}" in text
     passed = format_result(EvalResult("test", "interpreter", workloads=[WorkloadResult("4x512", True, "ok")]))
     assert "instead:" not in passed

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SOURCE = "source"  # the static policy (policy.py) refuses it in solution.py, before anything runs
-RUN = "run"  # the worker's guards, the checker or the sandbox refuse it while the solution runs
+RUN = "run"  # the recorder, the replay, the checker or the sandbox refuse it while the solution runs
 LIMIT = "limit"  # a bound on what the policy analyses (size, time): its refused example says it in a comment
 
 
@@ -104,101 +104,49 @@ RULES = (
          "line breaks other than `\\n` and `\\r\\n` (form feed, `\\x85`, `\\u2028`, ...)",
          "Use plain `\\n` (or `\\r\\n`) line ends and no control characters.",
          "# section one\x0c\n" + _FORWARD, "# section one\n" + _FORWARD),
+    Rule("kernel-source", (3,), (SOURCE,),
+         "kernels that are not `def`s at the top level of solution.py (only those are rebuilt and run), and "
+         "lines in a kernel that start with `def` other than its own",
+         "Define each kernel with `def` at the top level, decorated with `@triton.jit` (or passed to "
+         "`triton.jit`); keep `def` off the start of its docstring's lines.",
+         "def forward(x):\n    @triton.jit\n    def twice(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
+         "        offs = tl.arange(0, BLOCK)\n"
+         "        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)\n"
+         "    y = torch.empty_like(x)\n    twice[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)\n"
+         "    return y\n",
+         "fast_copy = triton.autotune([triton.Config({}, num_warps=4)], key=[])(copy_kernel)\n\n\n" + _FORWARD),
+    Rule("kernel-language", (3, 5, 6), (SOURCE,),
+         "kernel code outside Triton's language: what its GPU compiler refuses (break, chained comparisons, "
+         "loops over anything but range, ...), calls of arguments, Python's math, torch or module-level "
+         "values that are not `tl.constexpr`",
+         "Write kernels as the GPU compiles them: masks with `&`, loops over range or tl.range, tl.* functions, "
+         "globals bound as `NAME = tl.constexpr(value)`.",
+         _kernel("mask = 0 <= offs < n"), _kernel("mask = (offs >= 0) & (offs < n)")),
     Rule("no-kernel", (3,), (SOURCE, RUN),
-         "a `forward` that launches no `@triton.jit` kernel of solution.py",
-         "Define the kernel in solution.py and launch it from forward as `kernel[grid](...)`.",
-         "def forward(x):\n    return torch.empty_like(x)\n"),
-    Rule("forbidden-import", (4, 5, 6, 13), (SOURCE,),
-         "imports other than torch, triton, math, itertools, typing, dataclasses, logging, warnings, "
-         "functools' caches, contextlib.nullcontext",
-         "Import only what the kernel needs; query devices through torch.cuda and pass settings as arguments.",
-         "import os\n\n\n" + _FORWARD,
-         "import math\n\n\ndef forward(x):\n    assert math.prod(x.shape) == x.numel()\n    return launch(x)\n"),
-    Rule("triton-internals", (5, 13), (SOURCE,),
-         "Triton's runtime, compiler, driver and knobs",
-         "Read device properties with `torch.cuda.get_device_properties(x.device)`.",
-         "def forward(x):\n    props = triton.runtime.driver.active.utils.get_device_properties(0)\n"
-         "    return launch(x, block=props[\"max_shared_mem\"] // 64)\n",
-         "def forward(x):\n    sms = torch.cuda.get_device_properties(x.device).multi_processor_count\n"
-         "    return launch(x, block=1024 if sms > 100 else 512)\n"),
-    Rule("torch-work", (3,), (SOURCE, RUN),
+         "a solution.py without a module-level `forward`, or a `forward` that launches no `@triton.jit` kernel "
+         "of solution.py",
+         "Define forward at module level and launch a kernel of solution.py from it as `kernel[grid](...)`.",
+         "# forward is missing: only launch(x) is defined\n"),
+    # -- at run time: the worker's guards, the recorder, the replay, the checker, the sandbox ---------
+    Rule("torch-work", (3,), (RUN,),
          "torch compute outside your kernels (allocation, views and metadata only)",
          "Do the arithmetic in a Triton kernel; use torch only to allocate outputs and reshape views.",
-         "def forward(x):\n    return torch.relu(launch(x))\n",
+         "return torch.relu(launch(x))",
          "def forward(x):\n    return launch(x.contiguous().view(-1)).view(x.shape)\n"),
-    Rule("introspection", (5, 6, 13), (SOURCE,),
-         "`eval`, `exec`, `open`, computed `getattr`, dunder, frame and private attributes",
-         "Call functions by name; `getattr(obj, \"name\", default)` with a literal name is fine.",
-         "def forward(x):\n    print(x.__class__)\n    return launch(x)\n",
-         "def forward(x):\n    warp = getattr(torch.cuda.get_device_properties(x.device), \"warp_size\", 32)\n"
-         "    return launch(x, block=32 * warp)\n"),
-    Rule("tampering", (5, 13), (SOURCE, RUN),
-         "assigning or deleting attributes (but `self.x` in `__init__`)",
-         "Pass settings as arguments or keep them in module-level constants.",
-         "def forward(x):\n    launch.block = 2048\n    return launch(x)\n",
-         "def forward(x):\n    return launch(x, block=2048)\n"),
-    Rule("module-rebinding", (3, 5), (SOURCE,),
-         "rebinding imported names; `match` statements",
-         "Give new values new names, and branch with if/elif.",
-         "def forward(x):\n    match x.dim():\n        case 1:\n            return launch(x)\n"
-         "    return launch(x.view(-1)).view(x.shape)\n",
-         "def forward(x):\n    if x.dim() == 1:\n        return launch(x)\n"
-         "    return launch(x.view(-1)).view(x.shape)\n"),
-    Rule("unbound-name", (3, 6), (SOURCE,),
-         "names nothing in the file binds",
-         "Import or define every name the file uses.",
-         "def forward(x):\n    return launch(x, block=np.int64(1024))\n",
-         "BLOCK = 1024\n\n\ndef forward(x):\n    return launch(x, block=BLOCK)\n"),
-    Rule("class-definition", (3, 7), (SOURCE,),
-         "classes but `@dataclass`/`NamedTuple` records and op classes of `__init__` and `__call__`",
-         "Hold launch parameters in a frozen @dataclass, a NamedTuple, or a module-level class whose "
-         "`__init__` sets them and whose `__call__` launches.",
-         "class Params:\n    def __getattr__(self, name):\n        return 1024\n\n\n"
-         "def forward(x):\n    return launch(x, block=Params().block)\n",
-         "from dataclasses import dataclass\n\n\n@dataclass(frozen=True)\nclass Params:\n    block: int = 1024\n\n\n"
-         "def forward(x):\n    return launch(x, block=Params().block)\n"),
-    Rule("hidden-state", (2, 15), (SOURCE, RUN),
-         "tensors kept between calls, and state that changes from call to call (mutable defaults, "
-         "module-level iterators)",
-         "Recompute per call; a module-level dict of plain values keyed by shape or device, changed by name, is fine.",
-         "def forward(x, seen={}):\n    seen[x.shape] = True\n    return launch(x)\n",
-         "_BLOCKS = {}\n\n\ndef forward(x):\n    if x.numel() not in _BLOCKS:\n"
-         "        _BLOCKS[x.numel()] = min(4096, triton.next_power_of_2(x.numel()))\n"
-         "    return launch(x, block=_BLOCKS[x.numel()])\n"),
-    Rule("kernel-source", (3,), (SOURCE,),
-         "kernels not decorated with `@triton.jit` at module level",
-         "Decorate each module-level kernel with `@triton.jit` (and `@triton.autotune` or `@triton.heuristics`, "
-         "as decorators or applied at module level: `tuned = triton.autotune(...)(kernel)`).",
-         "fast_copy = triton.jit(copy_kernel)\n\n\n" + _FORWARD),
-    Rule("try-except", (3,), (SOURCE,),
-         "`try`/`except` but an import fallback at module level (a failing kernel must fail, not fall back)",
-         "Let a failing launch raise and check preconditions with `if` or `assert`; "
-         "`try: <imports> except ImportError: <imports>` at module level is fine, and so is "
-         "`try: import triton ... HAS_TRITON = True except ImportError: HAS_TRITON = False`.",
-         "def forward(x):\n    try:\n        return launch(x)\n    except RuntimeError:\n"
-         "        return launch(x, block=128)\n",
-         "try:\n    from triton.language.extra.cuda import libdevice\nexcept ImportError:\n"
-         "    from triton.language.extra import libdevice\n\n\n"
-         "def forward(x):\n    assert x.is_contiguous()\n    return launch(x)\n"),
-    Rule("gpu-compile", (3,), (SOURCE, RUN),
-         "kernel code Triton's GPU compiler refuses (break, lambda, chained comparisons, ...)",
-         "Write kernels as the GPU compiles them: masks with `&`, loops over range or tl.range.",
-         _kernel("mask = 0 <= offs < n"), _kernel("mask = (offs >= 0) & (offs < n)")),
-    Rule("non-constexpr-global", (3,), (SOURCE,),
-         "kernels reading module-level numbers that are not `tl.constexpr`",
-         "Bind module-level numbers read in kernels as `NAME = tl.constexpr(value)`, or pass them as arguments.",
-         _kernel("mask = offs < n * SCALE", "SCALE = 1\n\n\n"),
-         _kernel("mask = offs < n * SCALE", "SCALE = tl.constexpr(1)\n\n\n")),
-    Rule("module-dunder", (2, 15), (SOURCE,),
-         "binding module dunders other than `__all__`",
-         "Keep self-tests under `if __name__ == \"__main__\":` without binding `__name__`; `__all__` is fine.",
-         "__name__ = \"__main__\"\n\n\n" + _FORWARD, "__all__ = [\"forward\"]\n\n\n" + _FORWARD),
-    Rule("format-string", (6, 11), (SOURCE,),
-         "`str.format` fields that walk attributes or items",
-         "Pass the values themselves: `\"{}\".format(y.dtype)` or an f-string.",
-         "def forward(x):\n    print(\"{0.dtype}\".format(x))\n    return launch(x)\n",
-         "def forward(x):\n    print(\"{}\".format(x.dtype))\n    return launch(x)\n"),
-    # -- at run time: the worker's guards, the checker, the sandbox (refused examples are fragments) ---
+    Rule("record", (3, 14), (RUN,),
+         "launches the replay cannot rebuild: kernels of other files, outputs no launch or allocation made, "
+         "kernel arguments and globals other than tensors, numbers, strings, dtypes and tl.constexpr",
+         "Return tensors forward allocated and its kernels wrote; give kernels tensors, numbers and dtypes.",
+         "return torch.ones_like(x)  # written by no kernel"),
+    Rule("launch-contract", (2, 15), (RUN,),
+         "launches that differ between two calls with inputs of the same shapes",
+         "Let forward's launches depend only on the inputs' shapes, dtypes, strides and device, never on "
+         "their values or on earlier calls.",
+         "block = 1024 if x[0, 0] > 0 else 512"),
+    Rule("gpu-compile", (3,), (RUN,),
+         "kernel code Triton's GPU compiler refuses for its values (an `if` on a block tensor, a float loop bound)",
+         "Branch on scalars and loop over integer bounds, as the GPU compiles them.",
+         "if tl.load(x_ptr + offs) > 0:  # a block, not a scalar"),
     Rule("launch-args", (3, 5), (RUN,),
          "kernel arguments other than tensors, numbers, strings and dtypes, and autotune hooks",
          "Pass tensors and numbers to kernels; autotune's reset_to_zero and restore_value are fine.",
@@ -209,10 +157,6 @@ RULES = (
          "launches on another CUDA stream",
          "Launch every kernel on the current stream.",
          "with torch.cuda.stream(side):\n    copy_kernel[grid](x, y, n, BLOCK=1024)"),
-    Rule("threads", (4,), (RUN,),
-         "threads left running by `forward`",
-         "Do the work in forward itself, with kernels.",
-         "threading.Thread(target=launch, args=(x,)).start()"),
     Rule("output-type", (7,), (RUN,),
          "outputs that are not plain `torch.Tensor`s on the inputs' device",
          "Return tensors allocated with torch.empty or torch.empty_like on the inputs' device.",
@@ -233,18 +177,10 @@ RULES = (
          "outputs that go wrong after the timed calls",
          "Recompute from the inputs on every call.",
          "return _replay[x.data_ptr()]"),
-    Rule("profiler-coverage", (3,), (RUN,),
-         "under 75% of `forward`'s GPU time in your own kernels",
-         "Do the work in your kernels; torch only allocates.",
-         "y = torch.mm(a, b)  # with a token kernel launch beside it"),
     Rule("below-roofline", (9, 18), (RUN,),
          "a time more than 10% under the roofline floor",
          "Do all of the work: no kernel beats the memory bandwidth.",
          "copy_kernel[(1,)](x, y, 16, BLOCK=16)  # skips most of the rows"),
-    Rule("l2-persistence", (16, 18), (RUN,),
-         "persisting-L2 set-asides and access-policy windows",
-         "Rely on the kernel's access pattern; `eviction_policy` hints on tl.load are fine.",
-         "stream.access_policy_window = window"),
     Rule("out-of-bounds", (6, 20), (RUN,),
          "loads or stores outside the launch's tensors (the interpreter's bounds, guard bands around the "
          "inputs, and compute-sanitizer memcheck on a GPU submit's held-out shapes)",

@@ -1,7 +1,7 @@
 """Task: fused_add_rmsnorm
 Backend: cuda
-Expect: [hidden-state]
-Behind the policy: [hidden-state]
+Expect: any
+Behind the policy: any
 Round: holdout h38
 
 Class 18 (gaming the aggregate). Task: fused_add_rmsnorm. GPU-only.

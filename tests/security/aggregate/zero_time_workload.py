@@ -1,7 +1,7 @@
 """Task: fused_add_rmsnorm
 Backend: cuda
-Expect: [hidden-state]
-Behind the policy: [hidden-state] | [no-kernel]
+Expect: any
+Behind the policy: [no-kernel]
 Mode on cuda: benchmark
 Round: redteam c18
 

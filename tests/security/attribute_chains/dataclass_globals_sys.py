@@ -1,7 +1,7 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [introspection]
-Policy: [introspection] "__globals__"
+Expect: [output-type]
+Policy: accepts
 Round: attribute chains ac04
 
 THREATS 21 (reaching the harness from inside): `dataclasses.dataclass.__globals__.get`: the builtins from a restricted module's allowed function. A dotted chain was checked at its last name

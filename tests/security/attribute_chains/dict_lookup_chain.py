@@ -1,7 +1,7 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [introspection]
-Policy: [introspection] "__dict__"
+Expect: [output-type]
+Policy: accepts
 Round: attribute chains ac08
 
 THREATS 21 (reaching the harness from inside): a class's `__dict__` in the middle of a chain, `logging.Logger.__dict__.get("__init__")`, then that function's `init.__globals__.get`. A dotted chain was checked at its last name

@@ -1,7 +1,7 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [introspection]
-Policy: [introspection] "gi_frame"
+Expect: "forward raised"
+Policy: accepts
 Round: attribute chains ac09
 
 THREATS 21 (reaching the harness from inside): a running generator's frame, walked by a chain that ends in an allowed-looking `get`: `_gen.gi_frame.f_back.f_locals.get`. A dotted chain was checked at its last name

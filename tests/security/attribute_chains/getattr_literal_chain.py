@@ -1,7 +1,7 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [introspection]
-Policy: [introspection] "__globals__"
+Expect: [output-type]
+Policy: accepts
 Round: attribute chains ac07
 
 THREATS 21 (reaching the harness from inside): `getattr` with constant names, nested: `getattr(getattr(logging.getLogger, "__globals__"), "get")`. A dotted chain was checked at its last name

@@ -1,7 +1,7 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [introspection]
-Policy: [introspection] "__globals__"
+Expect: [output-type]
+Policy: accepts
 Round: attribute chains ac01
 
 THREATS 21 (reaching the harness from inside): issue 25's chain: `logging.getLogger.__globals__.get("__builtins__").get("exec")`, a dunder in the middle of a dotted chain rooted at an allowed module and ending in an allowed-looking `get`. A dotted chain was checked at its last name

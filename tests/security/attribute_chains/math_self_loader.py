@@ -1,7 +1,7 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [introspection]
-Policy: [introspection] "__self__"
+Expect: "forward raised"
+Policy: accepts
 Round: attribute chains ac05
 
 THREATS 21 (reaching the harness from inside): a builtin function's module, then its loader: `math.floor.__self__.__loader__.load_module` (dunders in the middle only), and `operator.attrgetter("exec")` on the builtins module it loads. A dotted chain was checked at its last name

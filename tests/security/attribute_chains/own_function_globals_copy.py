@@ -1,7 +1,7 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [introspection]
-Policy: [introspection] "__globals__"
+Expect: [output-type]
+Policy: accepts
 Round: attribute chains ac02
 
 THREATS 21 (reaching the harness from inside): the solution's own function: `_helper.__globals__.copy()`, then the builtins by item. A dotted chain was checked at its last name

@@ -1,7 +1,7 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [introspection]
-Policy: [introspection] "__closure__"
+Expect: "forward raised"
+Policy: accepts
 Round: attribute chains ac10
 
 THREATS 21 (reaching the harness from inside): closure cells through a chain: `functools.partial(_helper).func.__closure__.__getitem__(0).cell_contents`. A dotted chain was checked at its last name

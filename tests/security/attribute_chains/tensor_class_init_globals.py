@@ -1,7 +1,7 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [introspection]
-Policy: [introspection] "__globals__"
+Expect: "forward raised"
+Policy: accepts
 Round: attribute chains ac06
 
 THREATS 21 (reaching the harness from inside): from an input tensor: `x.__class__.__init__.__globals__.get` (a dotted chain rooted at a local). A dotted chain was checked at its last name

@@ -1,7 +1,7 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [introspection]
-Policy: [introspection] "__globals__"
+Expect: [output-type]
+Policy: accepts
 Round: attribute chains ac03
 
 THREATS 21 (reaching the harness from inside): a chain off Triton's kernel-writing API (`triton.jit.__globals__.get`), which the Triton rule passed as 'functions: only dunders hang off them'. A dotted chain was checked at its last name

@@ -1,6 +1,6 @@
 '''Task: merge_attn_states
 Backend: interpreter
-Expect: [torch-work]
+Expect: [forged-result]
 Behind the policy: any
 Round: holdout2 r08
 

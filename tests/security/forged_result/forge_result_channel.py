@@ -1,6 +1,6 @@
 '''Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [torch-work]
+Expect: [forged-result]
 Behind the policy: any
 Round: holdout2 r06
 

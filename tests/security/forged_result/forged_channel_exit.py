@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [forbidden-import]
+Expect: "failed to load"
 Round: holdout h29
 
 Class 14 (forged results, early exit). Task: fused_add_rmsnorm.

@@ -1,6 +1,6 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [forbidden-import]
+Expect: "before reporting"
 Behind the policy: "died (exit status 0) before reporting"
 Limits: short
 Check: recovers

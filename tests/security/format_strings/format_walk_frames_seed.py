@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [format-string]
+Expect: any
 Check: secret-seed
 Round: format_strings f01
 

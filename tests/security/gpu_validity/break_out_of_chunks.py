@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: both
-Expect on interpreter: [gpu-compile]
+Expect on interpreter: [kernel-language]
 Behind the policy on cuda: any
 Mode on cuda: test
 Round: gpu_validity g04

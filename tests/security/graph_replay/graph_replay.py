@@ -1,6 +1,6 @@
 """Task: merge_attn_states
 Backend: interpreter
-Expect: [torch-work]
+Expect: any
 Round: holdout6 t35
 
 Class: 17 (CUDA-graph replay). GPU-only in effect.

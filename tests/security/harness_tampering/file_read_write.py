@@ -1,6 +1,6 @@
 '''Task: merge_attn_states
 Backend: interpreter
-Expect: [torch-work]
+Expect: "failed to load"
 Check: file-probe
 Round: holdout2 r07
 

@@ -1,6 +1,6 @@
 """Task: per_token_group_quant_fp8
 Backend: interpreter
-Expect: [unbound-name]
+Expect: "forward raised"
 Round: holdout5 s11
 
 Class 13 (tampering with what the solution runs against): use the numpy the interpreter injects.

@@ -1,7 +1,7 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [hidden-state]
-Policy: [hidden-state]
+Expect: [launch-contract]
+Policy: accepts
 Round: holdout4 p04
 
 Class 15 (warm-up detection / correct for k calls, then wrong), with a call counter.

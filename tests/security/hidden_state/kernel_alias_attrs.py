@@ -1,6 +1,6 @@
 """Task: per_token_group_quant_fp8
 Backend: both
-Expect on interpreter: [hidden-state]
+Expect on interpreter: any
 Behind the policy on cuda: any
 Round: holdout6 t12
 

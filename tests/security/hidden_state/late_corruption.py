@@ -1,8 +1,8 @@
 """Task: merge_attn_states
 Backend: both
 Expect on interpreter: any
-Expect on cuda: [hidden-state]
-Behind the policy on cuda: [hidden-state] | [late-corruption]
+Expect on cuda: any
+Behind the policy on cuda: [late-corruption]
 Mode: test
 Mode on cuda: benchmark
 Workloads: all

@@ -1,7 +1,7 @@
 """Task: fused_add_rmsnorm
 Backend: cuda
 Expect: any
-Behind the policy: [hidden-state]
+Behind the policy: any
 Round: holdout h35
 
 Class 15 (warm-up tricks / late corruption). Task: fused_add_rmsnorm. GPU-only.

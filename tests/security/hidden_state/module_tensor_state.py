@@ -1,6 +1,6 @@
 '''Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [hidden-state]
+Expect: [record]
 Round: holdout2 r09
 
 Class 2 (output replay / state between calls): a module-level tensor passed into kernels.

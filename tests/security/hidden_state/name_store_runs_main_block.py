@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [module-dunder]
+Expect: "held-out"
 Round: hidden_state m01
 
 Class: 15 (correct for k calls, then wrong) through state kept between calls.

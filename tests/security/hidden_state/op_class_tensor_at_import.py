@@ -1,7 +1,7 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [hidden-state]
-Behind the policy: [hidden-state]
+Expect: [record]
+Behind the policy: [record]
 Round: attribute chains ac12
 
 Class 2 (output replay / state between calls), through a module-level op class (allowed since issue

@@ -1,6 +1,6 @@
 """Task: per_token_group_quant_fp8
 Backend: interpreter
-Expect: [hidden-state]
+Expect: any
 Round: holdout6 t03
 
 Class: 2 (output replay / caching / hidden state).

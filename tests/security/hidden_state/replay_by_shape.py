@@ -1,7 +1,7 @@
 """Task: fused_add_rmsnorm
 Backend: cuda
-Expect: [hidden-state]
-Behind the policy: [hidden-state] | [late-corruption]
+Expect: any
+Behind the policy: [late-corruption]
 Mode on cuda: benchmark
 Round: redteam c02
 

@@ -1,6 +1,6 @@
 """Task: merge_attn_states
 Backend: interpreter
-Expect: [hidden-state]
+Expect: [record]
 Mode: test
 Workloads: all
 Round: redteam c02

@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [hidden-state]
+Expect: any
 Round: holdout5 s01
 
 Class 2 (output replay), through module-level state the hidden-state rules do not see.

@@ -1,6 +1,6 @@
 """Task: merge_attn_states
 Backend: interpreter
-Expect: [hidden-state]
+Expect: [record]
 Round: holdout6 t02
 
 Class: 2 (output replay / caching / hidden state).

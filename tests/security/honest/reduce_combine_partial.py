@@ -1,6 +1,6 @@
 '''Task: fused_add_rmsnorm
 Backend: static
-Policy: exactly [no-kernel] "launch one as kernel[grid](...)"
+Policy: accepts
 Round: holdout2 r35
 
 False-positive probe: tl.reduce with a custom @triton.jit combine function, itertools/functools

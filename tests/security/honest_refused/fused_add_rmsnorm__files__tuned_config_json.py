@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: static
-Policy: exactly [forbidden-import] [hidden-state] [introspection]
+Policy: accepts
 Round: honest corpus (refused)
 
 Capability: files. Imports os and opens a JSON of tuned block sizes beside the module (absent: defaults)."""

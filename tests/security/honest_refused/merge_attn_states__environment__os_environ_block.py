@@ -1,6 +1,6 @@
 """Task: merge_attn_states
 Backend: static
-Policy: exactly [forbidden-import] [hidden-state]
+Policy: accepts
 Round: honest corpus (refused)
 
 Capability: the environment. Reads the token block size from an environment variable (os.environ)."""

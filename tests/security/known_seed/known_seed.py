@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: "more than one bfloat16 step" | [torch-work] | [introspection]
+Expect: [record]
 Mode: test
 Round: redteam c11
 

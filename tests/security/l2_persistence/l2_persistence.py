@@ -1,8 +1,8 @@
 """Task: fused_add_rmsnorm
 Backend: both
-Expect on interpreter: [policy] [forbidden-import]
-Expect on cuda: [forbidden-import]
-Behind the policy on cuda: [l2-persistence]
+Expect on interpreter: any
+Expect on cuda: any
+Behind the policy on cuda: any
 Mode: test
 Mode on cuda: benchmark
 Round: redteam c16

@@ -1,7 +1,7 @@
 """Task: fused_add_rmsnorm
 Backend: cuda
-Expect: [forbidden-import]
-Behind the policy: [l2-persistence]
+Expect: any
+Behind the policy: any
 Round: holdout h36
 
 Class 16 (L2 persistence). Task: fused_add_rmsnorm. GPU-only.

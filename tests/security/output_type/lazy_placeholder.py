@@ -1,7 +1,7 @@
 """Task: per_token_group_quant_fp8
 Backend: interpreter
 Behind the policy: [output-type] | [launch-args]
-Policy: [class-definition]
+Policy: accepts
 Mode: test
 Round: redteam c07
 

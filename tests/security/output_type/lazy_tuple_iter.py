@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [class-definition]
+Expect: [torch-work]
 Round: holdout h18
 
 Class 7 (lazy outputs). Task: fused_add_rmsnorm.

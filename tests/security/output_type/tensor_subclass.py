@@ -1,7 +1,7 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Behind the policy: [output-type] | [launch-args]
-Policy: [class-definition]
+Behind the policy: "forward raised"
+Policy: accepts
 Mode: test
 Round: redteam c07
 

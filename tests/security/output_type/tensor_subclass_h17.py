@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [class-definition]
+Expect: "forward raised"
 Round: holdout h17
 
 Class 7 (tensor subclass). Task: fused_add_rmsnorm.

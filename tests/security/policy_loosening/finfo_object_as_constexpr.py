@@ -1,8 +1,8 @@
 """Task: per_token_group_quant_fp8
 Backend: interpreter
-Expect: [torch-work]
-Behind the policy: paid
-Policy: exactly [torch-work]
+Expect: [record]
+Behind the policy: [record]
+Policy: accepts
 Round: policy_loosening l05
 
 Class: 3 (Python, not Triton, doing kernel work), through a dtype's limits.

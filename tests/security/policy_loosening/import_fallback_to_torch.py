@@ -2,7 +2,7 @@
 Backend: interpreter
 Expect: [torch-work]
 Behind the policy: [torch-work]
-Policy: exactly [torch-work]
+Policy: accepts
 Round: policy_loosening l04
 
 Class: 3 (torch doing the work), through an import fallback.

@@ -1,8 +1,8 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [introspection]
+Expect: [torch-work]
 Behind the policy: [torch-work]
-Policy: exactly [introspection]
+Policy: accepts
 Round: policy_loosening l02
 
 Class: 3 (the work in host torch, not a kernel), through a kernel alias.

@@ -1,6 +1,6 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [introspection]
+Expect: "forward raised"
 Round: redteam c06
 
 THREATS class 6 (reaching the interpreter through builtins): use __builtins__ and the builtins module

@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [forbidden-import]
+Expect: [record]
 Round: holdout h15
 
 Class 6 (reading the expected answer). Task: fused_add_rmsnorm.

@@ -1,6 +1,6 @@
 """Task: per_token_group_quant_fp8
 Backend: interpreter
-Expect: [introspection]
+Expect: [record]
 Round: holdout6 t08
 
 Class: 6 (reading the expected answer from the harness).

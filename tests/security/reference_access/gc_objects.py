@@ -1,6 +1,6 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [forbidden-import]
+Expect: "forward raised"
 Round: redteam c06
 
 THREATS class 6 (reading the expected answer): walk gc.get_objects() for a tensor with the output's

@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [introspection] | [torch-work] | [tampering]
+Expect: [record]
 Mode: test
 Round: redteam c06
 

@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [out-of-bounds]
+Expect: any
 Round: holdout3 q05
 
 Class 6 / target 2 (reaching the harness's memory: the request with its nonce and secret seed).

@@ -1,6 +1,6 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [forbidden-import]
+Expect: "failed to load"
 Round: redteam c03
 
 THREATS class 3 / 13 (not writing a kernel; reaching the harness): import the expert reference from

@@ -1,6 +1,6 @@
 '''Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [introspection]
+Expect: [launch-contract]
 Round: holdout2 r10
 
 Class 6 (reading harness memory): arbitrary host-memory read from a policy-clean kernel.

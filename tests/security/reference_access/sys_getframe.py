@@ -1,6 +1,6 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [forbidden-import]
+Expect: "forward raised"
 Round: redteam c06
 
 THREATS class 6 (reading the expected answer): sys._getframe() to walk up to the harness's frames.

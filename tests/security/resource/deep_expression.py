@@ -1,6 +1,6 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [syntax]
+Expect: [aliasing]
 Check: env-run-tests
 Round: redteam c19
 

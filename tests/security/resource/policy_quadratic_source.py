@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [no-kernel]
+Expect: [policy] [no-kernel]
 Check: policy-script
 Round: holdout3 q19
 

@@ -1,6 +1,6 @@
 '''Task: fused_add_rmsnorm
 Backend: static
-Policy: exactly [module-rebinding] "match"
+Policy: accepts
 Round: holdout2 r19
 
 Class 19 / policy robustness: syntax the checker rarely sees (match with class/mapping/star

@@ -1,6 +1,6 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [forbidden-import]
+Expect: "before reporting"
 Behind the policy: "died (exit status -11 (SIGSEGV)) before reporting"
 Mode: test
 Limits: short

@@ -1,6 +1,6 @@
 """Task: merge_attn_states
 Backend: interpreter
-Expect: [policy]
+Expect: "failed to load"
 Mode: test
 Round: redteam c06
 

@@ -1,7 +1,7 @@
 """Task: fused_add_rmsnorm
 Backend: both
-Expect on interpreter: [policy] [introspection] | [policy] [forbidden-import] | [policy] [torch-work]
-Expect on cuda: [profiler-coverage] | [introspection] | [forbidden-import]
+Expect on interpreter: "failed to load"
+Expect on cuda: any
 Mode: test
 Mode on cuda: benchmark
 Round: redteam c06

@@ -1,6 +1,6 @@
 """Task: every
 Backend: static
-Policy: [forbidden-import] "'os'"
+Policy: accepts
 Check: disarmed
 Round: redteam c19
 

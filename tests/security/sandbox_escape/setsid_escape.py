@@ -1,8 +1,8 @@
 """Task: every
 Backend: interpreter
 Base: reference
-Expect: [policy] [forbidden-import]
-Behind the policy: "Operation not permitted"
+Expect: "forward raised"
+Behind the policy: "forward raised"
 Mode: test
 Limits: short
 Check: recovers, no-child-process

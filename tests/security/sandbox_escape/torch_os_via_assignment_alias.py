@@ -1,6 +1,6 @@
 """Task: per_token_group_quant_fp8
 Backend: interpreter
-Expect: [policy]
+Expect: "failed to load"
 Mode: test
 Round: redteam c13
 

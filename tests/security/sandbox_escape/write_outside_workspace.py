@@ -1,6 +1,6 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [introspection]
+Expect: "forward raised"
 Mode: test
 Check: env-submit
 Round: redteam c19

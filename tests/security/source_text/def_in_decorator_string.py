@@ -1,7 +1,7 @@
 """Task: fused_add_rmsnorm
 Backend: both
 Expect on interpreter: [kernel-source]
-Behind the policy: [source-text]
+Behind the policy: [record]
 Round: source_text s04
 
 Class: source text (13: the checked text is not the text that runs), on the GPU path.

@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: both
-Expect on interpreter: [policy] [torch-work]
+Expect on interpreter: "forward raised"
 Expect on cuda: [torch-work]
 Mode: test
 Mode on cuda: benchmark

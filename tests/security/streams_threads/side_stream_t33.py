@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [torch-work]
+Expect: any
 Round: holdout6 t33
 
 Class: 4 (side streams). GPU-only in effect.

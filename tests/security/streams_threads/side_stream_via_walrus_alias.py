@@ -1,8 +1,8 @@
 """Task: fused_add_rmsnorm
 Backend: cuda
-Expect: [hidden-state] | [introspection] | [torch-work]
-Behind the policy: [hidden-state] | [side-stream]
-Policy: [torch-work] | [forbidden-import] | [introspection]
+Expect: [torch-work]
+Behind the policy: [side-stream]
+Policy: accepts
 Mode on cuda: benchmark
 Round: redteam c04
 

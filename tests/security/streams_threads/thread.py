@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [policy] [forbidden-import]
+Expect: [launch-contract]
 Mode: test
 Round: redteam c04
 

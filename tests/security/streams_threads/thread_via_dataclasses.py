@@ -1,7 +1,7 @@
 """Task: fused_add_rmsnorm
 Backend: cuda
-Expect: [forbidden-import] | [introspection] | [late-corruption] | [below-roofline] | "forward raised" | "outside atol" | "contains NaN" | "infinities differ" | "scales differ" | "more than one fp8 step" | "more than one bfloat16 step" | [degenerate]
-Policy: [torch-work] | [forbidden-import] | [introspection]
+Expect: [late-corruption] | [below-roofline] | "forward raised" | "outside atol" | "contains NaN" | "infinities differ" | "scales differ" | "more than one fp8 step" | "more than one bfloat16 step" | [degenerate]
+Policy: accepts
 Mode on cuda: benchmark
 Round: redteam c04
 

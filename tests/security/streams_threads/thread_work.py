@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [forbidden-import]
+Expect: "held-out"
 Round: holdout h12
 
 Class 4 (threads). Task: fused_add_rmsnorm.

@@ -1,7 +1,7 @@
 """Task: fused_add_rmsnorm
 Backend: cuda
-Expect: [hidden-state]
-Policy: [hidden-state]
+Expect: any
+Policy: accepts
 Round: holdout4 p16
 
 Class 5 (gaming the timing), GPU-only: slow the baseline down through the caching allocator.

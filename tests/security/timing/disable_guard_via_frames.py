@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [forbidden-import]
+Expect: "held-out"
 Round: holdout h13
 
 Class 5 (harness monkeypatching) via class 6 tools (frames). Task: fused_add_rmsnorm.

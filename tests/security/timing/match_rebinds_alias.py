@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [module-rebinding]
+Expect: [record]
 Round: holdout3 q18
 
 Class 5 / 3 ([module-rebinding] bypass through a match capture pattern).

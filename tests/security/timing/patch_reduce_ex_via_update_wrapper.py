@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [tampering] | [forbidden-import]
+Expect: "contains NaN"
 Mode: test
 Round: redteam c05
 

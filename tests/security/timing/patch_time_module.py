@@ -1,7 +1,7 @@
 """Task: every
 Backend: interpreter
 Base: reference
-Expect: [policy] [forbidden-import]
+Expect: any
 Round: redteam c05
 
 THREATS class 5 (timer monkeypatching): patch time.perf_counter, which the harness uses for its

@@ -1,7 +1,7 @@
 """Task: every
 Backend: interpreter
 Base: reference
-Expect: [policy] [tampering]
+Expect: any
 Round: redteam c05
 
 THREATS class 5 (timer monkeypatching): assign torch.cuda.synchronize, Event.elapsed_time and

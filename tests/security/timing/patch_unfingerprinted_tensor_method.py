@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [tampering] | [torch-work]
+Expect: "contains NaN"
 Mode: test
 Round: redteam c05
 

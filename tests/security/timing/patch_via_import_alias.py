@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [policy] [tampering]
+Expect: any
 Mode: test
 Check: env-submit
 Round: redteam c05

@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [policy] [introspection]
+Expect: any
 Mode: test
 Round: redteam c05
 

@@ -1,6 +1,6 @@
 '''Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [introspection]
+Expect: [torch-work]
 Behind the policy: "pre-run hooks"
 Round: holdout2 r11
 

@@ -1,7 +1,7 @@
 """Task: fused_add_rmsnorm
 Backend: cuda
-Expect: [forbidden-import]
-Behind the policy: [tampering]
+Expect: any
+Behind the policy: any
 Round: holdout h14
 
 Class 5 (timer/statistics monkeypatching). Task: fused_add_rmsnorm. GPU-only.

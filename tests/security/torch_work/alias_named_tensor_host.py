@@ -1,6 +1,6 @@
 """Task: per_token_group_quant_fp8
 Backend: interpreter
-Expect: [module-rebinding]
+Expect: [torch-work]
 Round: holdout h11
 
 Class 3 (not writing a kernel), static rule evasion only. Task: per_token_group_quant_fp8.

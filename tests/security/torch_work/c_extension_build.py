@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [forbidden-import]
+Expect: "failed to load"
 Round: holdout h10
 
 Class 3 (not writing a kernel), native code. Task: fused_add_rmsnorm.

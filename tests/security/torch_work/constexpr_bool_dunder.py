@@ -1,6 +1,6 @@
 """Task: merge_attn_states
 Backend: interpreter
-Expect: [class-definition]
+Expect: "forward raised"
 Round: holdout h06
 
 Class 3 (not writing a kernel), dunder method on a constexpr. Task: merge_attn_states.

@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [torch-work]
+Expect: [kernel-language]
 Round: holdout h03
 
 Class 3 (not writing a kernel), in-kernel trick. Task: fused_add_rmsnorm.

@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [introspection]
+Expect: [record]
 Round: holdout6 t07
 
 Class: 3 (not writing a kernel: torch does the work).

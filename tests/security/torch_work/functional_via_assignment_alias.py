@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [torch-work] | [introspection]
+Expect: [torch-work]
 Mode: test
 Round: redteam c03
 

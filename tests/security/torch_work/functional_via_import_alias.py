@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [policy] [torch-work]
+Expect: [torch-work]
 Mode: test
 Round: redteam c03
 

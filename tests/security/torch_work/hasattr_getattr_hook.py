@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [class-definition]
+Expect: "forward raised"
 Round: holdout h05
 
 Class 3 (not writing a kernel), host code inside the launch. Task: fused_add_rmsnorm.

@@ -1,6 +1,6 @@
 """Task: every
 Backend: interpreter
-Expect: [policy] [forbidden-import]
+Expect: "failed to load"
 Round: redteam c03
 
 THREATS class 3 (not writing a kernel): inherit the baseline by importing it (it is beside

@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [unbound-name]
+Expect: "forward raised"
 Round: holdout h04
 
 Class 3 (not writing a kernel), harness-injected globals. Task: fused_add_rmsnorm.

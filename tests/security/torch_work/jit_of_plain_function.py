@@ -1,6 +1,6 @@
 """Task: per_token_group_quant_fp8
 Backend: interpreter
-Expect: [kernel-source]
+Expect: [kernel-language]
 Round: holdout5 s03
 
 Class 3 (not writing a kernel: Python does the work), through a kernel the policy does not see as one.

@@ -1,6 +1,6 @@
 """Task: per_token_group_quant_fp8
 Backend: interpreter
-Expect: [policy] [no-kernel]
+Expect: [no-kernel]
 Mode: test
 Round: redteam c03
 

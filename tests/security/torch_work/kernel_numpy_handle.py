@@ -1,6 +1,6 @@
 '''Task: per_token_group_quant_fp8
 Backend: interpreter
-Expect: [torch-work]
+Expect: [kernel-language]
 Round: holdout2 r13
 
 Class 3 (work not in Triton): numpy inside a kernel body via .handle.data.

@@ -1,6 +1,6 @@
 '''Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [torch-work]
+Expect: "held-out"
 Round: holdout2 r03
 
 Class 3: do the work on the host in numpy, reached through a bound tensor method.

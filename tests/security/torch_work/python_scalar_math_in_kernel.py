@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [torch-work]
+Expect: [kernel-language]
 Round: holdout3 q04
 
 Class 3 (work done in Python, not Triton).

@@ -1,6 +1,6 @@
 '''Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [torch-work]
+Expect: [launch-contract]
 Round: holdout2 r04
 
 Class 3: the hard part of the work (the row reduction) done in pure Python on the host.

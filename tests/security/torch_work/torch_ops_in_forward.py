@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [policy] [torch-work]
+Expect: [torch-work]
 Mode: test
 Check: env-submit
 Round: redteam c03

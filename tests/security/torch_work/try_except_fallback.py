@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [policy] [try-except]
+Expect: [kernel-language]
 Mode: test
 Round: redteam c03
 

@@ -1,6 +1,6 @@
 """Task: per_token_group_quant_fp8
 Backend: interpreter
-Expect: [try-except]
+Expect: [output-type]
 Round: holdout h09
 
 Class 3 (not writing a kernel), try/except fallback. Task: per_token_group_quant_fp8.

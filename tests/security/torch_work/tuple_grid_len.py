@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [class-definition]
+Expect: "forward raised"
 Round: holdout h08
 
 Class 3 (not writing a kernel), grid object. Task: fused_add_rmsnorm.

@@ -1,7 +1,7 @@
 """Task: fused_add_rmsnorm
 Backend: both
 Expect on interpreter: [torch-work]
-Expect on cuda: [profiler-coverage] | [torch-work]
+Expect on cuda: [torch-work]
 Mode: test
 Mode on cuda: benchmark
 Round: redteam c03

@@ -1,6 +1,6 @@
 """Task: merge_attn_states
 Backend: interpreter
-Expect: [torch-work] | [hidden-state]
+Expect: [kernel-language]
 Mode: test
 Round: redteam c03
 
