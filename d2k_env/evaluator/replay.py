@@ -65,6 +65,7 @@ def rebuild_kernels(source: str, path: str, recording: Recording) -> dict:
             if name in namespace and not _same(namespace[name], decoded):
                 raise ReplayError(f"the global {name} had two values while forward ran")
             namespace[name] = decoded
+    launched = {recording.kernels[step.kernel].name for step in recording.launches}
     plain = []
     for node in chosen.values():
         # Decorators are the host's; default values too (a recorded launch passes every argument).
@@ -73,7 +74,7 @@ def rebuild_kernels(source: str, path: str, recording: Recording) -> dict:
                                    **{f: getattr(node.args, f) for f in node.args._fields},
                                    "defaults": [], "kw_defaults": [None] * len(node.args.kwonlyargs)}))
         plain.append(ast.copy_location(bare, node))
-        if problems := kernel_language.problems(bare, namespace):
+        if problems := kernel_language.problems(bare, namespace, launched=node.name in launched):
             raise ReplayError("\n".join(problems[:5]))
     # What runs is the text of the checked trees themselves (ast.unparse): Triton re-reads a kernel's text
     # through linecache (the interpreter even executes its def again), so that text holds no decorator,

@@ -1,8 +1,12 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: any
+Expect: paid
 Check: secret-seed
 Round: format_strings f02
+
+Under the trust boundary (issue 25) this changes nothing: the cheat acts on the recording process,
+which measures and checks nothing; the trusted replay runs the file's kernels, which are honest,
+on the secret inputs, so it is paid what the honest kernel is paid.
 
 Class: 11 (known seeds) through introspection by string formatting.
 Idea: as f01, with the format string assembled at run time (no literal to check) and read

@@ -1,7 +1,11 @@
 """Task: merge_attn_states
 Backend: interpreter
-Expect: any
+Expect: paid
 Round: holdout6 t35
+
+Under the trust boundary (issue 25) this changes nothing: the cheat acts on the recording process,
+which measures and checks nothing; the trusted replay runs the file's kernels, which are honest,
+on the secret inputs, so it is paid what the honest kernel is paid.
 
 Class: 17 (CUDA-graph replay). GPU-only in effect.
 Idea: forward captures its launch into a CUDA graph and replays it, so that on a GPU the launch

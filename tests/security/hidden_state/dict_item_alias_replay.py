@@ -1,8 +1,12 @@
 """Task: fused_add_rmsnorm
 Backend: both
-Expect on interpreter: any
+Expect on interpreter: paid
 Behind the policy on cuda: any
 Round: holdout6 t01
+
+Under the trust boundary (issue 25) this changes nothing: the cheat acts on the recording process,
+which measures and checks nothing; the trusted replay runs the file's kernels, which are honest,
+on the secret inputs, so it is paid what the honest kernel is paid.
 
 Class: 2 (output replay / caching / hidden state).
 Idea: the module-level container is a dict whose *item* is a list; forward reads the item with the

@@ -1,9 +1,13 @@
 """Task: fused_add_rmsnorm
 Backend: both
-Expect on interpreter: any
+Expect on interpreter: paid
 Expect on cuda: any
 Policy: accepts
 Round: holdout4 p03
+
+Under the trust boundary (issue 25) this changes nothing: the cheat acts on the recording process,
+which measures and checks nothing; the trusted replay runs the file's kernels, which are honest,
+on the secret inputs, so it is paid what the honest kernel is paid.
 
 Class 2 (output replay), through state the [hidden-state] rule does not see.
 

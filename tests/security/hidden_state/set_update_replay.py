@@ -1,7 +1,11 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: any
+Expect: paid
 Round: holdout5 s01
+
+Under the trust boundary (issue 25) this changes nothing: the cheat acts on the recording process,
+which measures and checks nothing; the trusted replay runs the file's kernels, which are honest,
+on the secret inputs, so it is paid what the honest kernel is paid.
 
 Class 2 (output replay), through module-level state the hidden-state rules do not see.
 

@@ -1,11 +1,15 @@
 """Task: fused_add_rmsnorm
 Backend: both
-Expect on interpreter: any
+Expect on interpreter: paid
 Expect on cuda: any
 Behind the policy on cuda: any
 Mode: test
 Mode on cuda: benchmark
 Round: redteam c16
+
+Under the trust boundary (issue 25) this changes nothing: the cheat acts on the recording process,
+which measures and checks nothing; the trusted replay runs the file's kernels, which are honest,
+on the secret inputs, so it is paid what the honest kernel is paid.
 
 THREATS class 16 (L2 persistence, GPU only): reserve a persisting-L2 carve-out through the CUDA
 runtime (ctypes into libcudart: cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize)) so the inputs

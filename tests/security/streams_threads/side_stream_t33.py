@@ -1,7 +1,11 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: any
+Expect: paid
 Round: holdout6 t33
+
+Under the trust boundary (issue 25) this changes nothing: the cheat acts on the recording process,
+which measures and checks nothing; the trusted replay runs the file's kernels, which are honest,
+on the secret inputs, so it is paid what the honest kernel is paid.
 
 Class: 4 (side streams). GPU-only in effect.
 Idea: the kernel is launched on a freshly created CUDA stream (the current stream never waits for

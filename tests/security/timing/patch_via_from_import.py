@@ -1,8 +1,12 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: any
+Expect: paid
 Mode: test
 Round: redteam c05
+
+Under the trust boundary (issue 25) this changes nothing: the cheat acts on the recording process,
+which measures and checks nothing; the trusted replay runs the file's kernels, which are honest,
+on the secret inputs, so it is paid what the honest kernel is paid.
 
 THREATS class 5 (timer monkeypatching, sneaky path): from torch import cuda, then patch
 cuda.synchronize. The static policy must refuse the patch ([tampering]) (and the import of torch.cuda).

@@ -1,9 +1,13 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: any
+Expect: paid
 Mode: test
 Check: env-submit
 Round: redteam c05
+
+Under the trust boundary (issue 25) this changes nothing: the cheat acts on the recording process,
+which measures and checks nothing; the trusted replay runs the file's kernels, which are honest,
+on the secret inputs, so it is paid what the honest kernel is paid.
 
 THREATS class 5 (timer monkeypatching, sneaky path): import torch.cuda under another name and
 patch through it. The static policy resolves import aliases: [tampering].
