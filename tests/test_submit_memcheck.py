@@ -65,16 +65,16 @@ class StagedEvaluator(Evaluator):
             raise RuntimeError("the worker exited before it was ready (ModuleNotFoundError: d2k_env)")
         return self._worker(), True
 
-    def _run(self, req, outputs=None):
+    def _run(self, req, outputs=None, copy=False):
         names = req.workloads + [w["name"] for w in req.heldout]
-        failing = self.solution_fails if req.role == "solution" else self.check_fails
+        failing = self.solution_fails if req.role in ("solution", "replay") else self.check_fails
         if req.role == "check":
             # Sequential code starts the memory-checked run only after this returns: the wait runs out.
             self.check_saw_memcheck = self.memcheck_running.wait(WAIT_S if self.overlap else 0)
         workloads = [WorkloadResult(n, n not in failing, "wrong values" if n in failing else "") for n in names]
         return EvalResult(req.mode, "cuda", workloads=workloads), self._worker()
 
-    def _take_and_run(self, kind, req, outputs=None, taken=None):
+    def _take_and_run(self, kind, req, outputs=None, taken=None, copy=False):
         assert kind == MEMCHECK and taken is not None and threading.current_thread() is not threading.main_thread()
         self.memcheck_runs += 1
         self.memcheck_running.set()
@@ -172,9 +172,9 @@ def test_every_gpu_verdict_says_whether_the_memory_check_ran(tmp_path, tool):
     assert "memory check: did not complete" in format_result(result)
 
 
-def test_its_phases_hold_the_gpu_lease_shared_and_the_solution_run_exclusively(tmp_path, tool):
+def test_its_phases_hold_the_gpu_lease_shared_and_the_timed_replay_exclusively(tmp_path, tool):
     result = submit(StagedEvaluator(tmp_path))
     phases = {r["phase"]: r for r in result.lease}
-    assert set(phases) == {"solution", "check", "memcheck"}
-    assert phases["solution"]["exclusive"] and not phases["check"]["exclusive"] and not phases["memcheck"]["exclusive"]
-    assert all(r["gpu"] == phases["solution"]["gpu"] and r["waited_s"] >= 0 for r in result.lease)
+    assert set(phases) == {"solution", "replay", "check", "memcheck"}
+    assert phases["replay"]["exclusive"] and not any(phases[p]["exclusive"] for p in ("solution", "check", "memcheck"))
+    assert all(r["gpu"] == phases["replay"]["gpu"] and r["waited_s"] >= 0 for r in result.lease)

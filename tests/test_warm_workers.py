@@ -53,7 +53,7 @@ def test_a_warm_evaluation_gives_the_verdict_a_cold_one_gives(warm):
     try:
         for path in (task.reference_path, SOLUTIONS / "wrong" / "fused_add_rmsnorm_no_weight.py"):
             first = warm.evaluate(path, seed=7)  # the first may run cold; the next is dispatched to spares
-            assert set(warm.pool.idle()) == {"solution", "check"} and all(s.alive() for s in warm.pool.idle().values())
+            assert set(warm.pool.idle()) == {"solution", "replay", "check"} and all(s.alive() for s in warm.pool.idle().values())
             spares = dict(warm.pool.idle())
             hot = warm.evaluate(path, seed=7)
             assert all(warm.pool.idle()[role] is not spares[role] for role in spares), "a spare served twice"
@@ -121,7 +121,7 @@ def test_a_spare_killed_while_idle_is_replaced_and_blames_nothing(warm, monkeypa
     assert not dead.directory.exists()
     # Dead between the check and the dispatch (here: a check that cannot tell): the spare's channel
     # stays silent, and the request runs again on a fresh worker.
-    for role in ("solution", "check"):
+    for role in ("solution", "replay", "check"):
         _kill_worker(warm.pool.idle()[role])
     monkeypatch.setattr(Worker, "alive", lambda self: not self._ran)
     result = warm.evaluate(warm.task.reference_path)
@@ -192,9 +192,9 @@ def test_no_process_of_a_spare_outlives_a_killed_env_process():
         proc.kill()
         proc.wait()
     try:
-        assert len(pids) >= 4
+        assert len(pids) >= 6  # a supervisor and its worker per role: solution, replay, check
         assert wait_until(lambda: all(map(process_gone, pids))), [p for p in pids if not process_gone(p)]
-        assert len(directories) == 2 and not any(map(os.path.exists, directories))
+        assert len(directories) == 3 and not any(map(os.path.exists, directories))
     finally:
         for directory in directories:
             shutil.rmtree(directory, ignore_errors=True)
