@@ -55,7 +55,7 @@ def test_no_output_is_allowed_only_where_updated_inputs_are_the_result():
     assert [o.name for o in s.checked_outputs] == ["acc"]
     inputs = (torch.ones(4), torch.arange(4.0, dtype=torch.float64))
     assert checked_values(s, (), inputs) == (inputs[1],)
-    with pytest.raises(SpecError, match="non-empty unless updated_inputs names the result"):
+    with pytest.raises(SpecError, match="empty only where updated_inputs names the result"):
         spec(outputs=[])
 
 
