@@ -19,8 +19,8 @@ every query and key head, in place, as vLLM's rotary embedding does before atten
 For each token t, with c = cos_sin_cache[positions[t], :d/2], s = cos_sin_cache[positions[t], d/2:],
 and each head x (a [d] row of q[t] or k[t]) split into halves x1 = x[:d/2], x2 = x[d/2:]:
     x[:d/2] = x1 * c - x2 * s,   x[d/2:] = x2 * c + x1 * s
-computed in fp32 and rounded once to bf16. forward returns nothing (an empty tuple): its result is
-q and k as it leaves them.
+computed in fp32 and rounded once to bf16. forward returns an empty tuple, (): its result is q and
+k as it leaves them (returning None, or q and k themselves, is refused).
 """
 
 # Llama-3-8B prefill (32 q heads, 8 kv heads), a 64-head model's prefill, and its decode batch.
