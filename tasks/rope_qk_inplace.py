@@ -45,13 +45,17 @@ CACHE_ROWS = 65536
 
 def draw_positions(T, P, gen, device):
     """Runs of consecutive positions (one per sequence, of uneven lengths), each from a random start;
-    the first sequence starts at 0 (a rotation by nothing)."""
+    the first sequence starts at 0 (a rotation by nothing), the last where the second does (with three
+    or more sequences, tokens share positions)."""
     idx = torch.arange(T, device=device)
-    starts = torch.rand(T, generator=gen, device=device) < 4.0 / max(T, 4)
+    # A prefill batch has a few long sequences; a decode batch (T <= 512) one or two tokens each.
+    starts = torch.rand(T, generator=gen, device=device) < (0.5 if T <= 512 else 4.0 / T)
     starts[0] = True
     seq = torch.cumsum(starts.long(), 0) - 1
     first = torch.cummax(torch.where(starts, idx, torch.zeros_like(idx)), 0).values
     offset = torch.randint(0, P - T, (T,), generator=gen, device=device)
+    # The last sequence starts where the second does (shared positions), the first at 0.
+    offset = torch.where(idx == seq[-1:], offset[1 % T], offset)
     offset[0] = 0
     return offset[seq] + idx - first
 
