@@ -42,8 +42,10 @@ def bench_task(task_id: str, ceilings: dict, flush: L2Flusher, budget_s: float) 
         def inputs(seed):
             return task.make_inputs(w, torch.Generator(dev).manual_seed(seed), dev)
         check_in = inputs(0)
-        expected = as_tuple(baseline.forward(*[x.clone() if isinstance(x, torch.Tensor) else x for x in check_in]))
-        out = as_tuple(reference.forward(*check_in))
+        copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in check_in]
+        # The checked values: outputs, then the inputs a task updates in place (a state pool, q and k).
+        expected = task.checked_values(as_tuple(baseline.forward(*copies)), copies)
+        out = task.checked_values(as_tuple(reference.forward(*check_in)), check_in)
         verdict = verdict_for(task, out, expected, check_in)
         sets_a, sets_b, sets_c = ([inputs(s + k) for k in range(3)] for s in (10, 20, 30))
         warm = inputs(99)

@@ -1,5 +1,5 @@
 """The backward/fusion/optimizer family on one GPU (issue 29): rmsnorm_bwd, swiglu_fwd_bwd,
-newton_schulz5_muon. One command checks each reference on every workload and on held-out shapes,
+newton_schulz5_muon, rope_qk_inplace. One command checks each reference on every workload and on held-out shapes,
 and times, in the same run and by the evaluator's protocol (cold L2, interleaved, adaptive
 repetitions, medians): eager baseline, torch.compile(baseline), the reference, and the library a
 user would pick instead, with roofline fractions against ceilings measured in the same run.
@@ -10,7 +10,9 @@ Libraries, each optional (a row says "not installed" when its import fails):
 - Liger-Kernel (pure-Python wheel: `../shared/gpu/prepare-wheels.sh liger-kernel==0.8.5`): its
   RMSNorm backward (through its autograd function, backward only, the forward's graph kept) and its
   SwiGLU forward + backward (LigerSiLUMulFunction; its ensure_contiguous copies the packed views,
-  as a user's call would).
+  as a user's call would), and its RoPE (liger_rotary_pos_emb on q and k viewed as [1, heads, T, d],
+  rotated in place as its kernel does; the cos/sin rows it needs gathered from the cache by position
+  and duplicated to full width inside the timed call, as a user feeding it from vLLM's cache must).
 - cuBLAS through torch for Newton-Schulz: the same five steps with the linear combinations folded
   into torch.baddbmm's alpha/beta (cuBLAS epilogues), the best a user gets without a custom kernel.
 Writes norm-fusion-<date>.md and .json under --out.
@@ -36,7 +38,7 @@ from d2k_env.evaluator.timing import L2Flusher, measure_ceilings, time_pair
 from d2k_env.evaluator.worker import load_module
 from d2k_env.task import load_task
 
-TASKS = ("rmsnorm_bwd", "swiglu_fwd_bwd", "newton_schulz5_muon")
+TASKS = ("rmsnorm_bwd", "swiglu_fwd_bwd", "newton_schulz5_muon", "rope_qk_inplace")
 
 
 def liger_rmsnorm_backward(inputs_list):
@@ -82,9 +84,24 @@ def cublas_newton_schulz(inputs_list):
     return run
 
 
+def liger_rope(inputs_list):
+    from liger_kernel.transformers.rope import liger_rotary_pos_emb
+
+    def run(i):
+        positions, q, k, cache = inputs_list[i]
+        cos, sin = cache[positions].chunk(2, dim=-1)                  # [T, d/2] each
+        cos = torch.cat((cos, cos), dim=-1)[None]                     # [1, T, d]: Liger's layout
+        sin = torch.cat((sin, sin), dim=-1)[None]
+        # [1, heads, T, d] views of q and k; Liger transposes back to [1, T, heads, d], contiguous
+        # already, so its kernel rotates q and k where they lie.
+        return liger_rotary_pos_emb(q[None].transpose(1, 2), k[None].transpose(1, 2), cos, sin)
+    return run
+
+
 LIBRARIES = {"rmsnorm_bwd": ("Liger-Kernel RMSNorm backward", liger_rmsnorm_backward),
              "swiglu_fwd_bwd": ("Liger-Kernel SwiGLU fwd+bwd", liger_swiglu),
-             "newton_schulz5_muon": ("cuBLAS baddbmm epilogues", cublas_newton_schulz)}
+             "newton_schulz5_muon": ("cuBLAS baddbmm epilogues", cublas_newton_schulz),
+             "rope_qk_inplace": ("Liger-Kernel RoPE", liger_rope)}
 
 
 def library_rows(task_id: str, flush: L2Flusher, budget_s: float) -> list[dict]:
@@ -126,8 +143,11 @@ def heldout_rows(task_id: str, seeds: int) -> list[dict]:
     for seed in range(seeds):
         for w in task.spec.heldout.draw(random.Random(seed), False):
             inputs = task.make_inputs(w, torch.Generator(dev).manual_seed(seed), dev)
-            expected = as_tuple(baseline.forward(*[x.clone() for x in inputs]))
-            verdict = verdict_for(task, as_tuple(reference.forward(*inputs)), expected, inputs)
+            copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+            # The checked values: outputs, then the inputs a task updates in place (rope's q and k).
+            expected = task.checked_values(as_tuple(baseline.forward(*copies)), copies)
+            verdict = verdict_for(task, task.checked_values(as_tuple(reference.forward(*inputs)), inputs),
+                                  expected, inputs)
             rows.append({"task": task_id, "seed": seed, "shape": w.name, "correct": verdict.ok,
                          "message": verdict.message, "max_rel_err": verdict.max_rel_err})
             print(f"{task_id:<24} held-out {w.name:<18} ok={verdict.ok} {verdict.message[:100]}", flush=True)

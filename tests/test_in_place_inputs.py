@@ -48,6 +48,17 @@ def test_a_wrong_updated_input_is_refused_naming_the_field(fields, words):
     assert words in str(err.value)
 
 
+def test_no_output_is_allowed_only_where_updated_inputs_are_the_result():
+    """rope_qk_inplace returns nothing: q and k, updated in place, are all it computes."""
+    s = spec(outputs=[], in_place_inputs=(1,), updated_inputs=(UpdatedInput(1, "acc", torch.float64),),
+             check=PerOutput({"acc": Tolerance(1e-9, 0.0, why="exact sums")}))
+    assert [o.name for o in s.checked_outputs] == ["acc"]
+    inputs = (torch.ones(4), torch.arange(4.0, dtype=torch.float64))
+    assert checked_values(s, (), inputs) == (inputs[1],)
+    with pytest.raises(SpecError, match="empty only where updated_inputs names the result"):
+        spec(outputs=[])
+
+
 def test_updated_input_fields_are_validated():
     for bad in (dict(index=-1, name="a", dtype=torch.float32), dict(index=0, name="no name", dtype=torch.float32),
                 dict(index=0, name="a", dtype="float32")):

@@ -196,9 +196,11 @@ class TaskSpec:
             raise SpecError("description", "no 'Checked:' sentence (it is generated from check)", self.description)
         _check_strings("sources", self.sources, non_empty=True)
         _check_strings("allowed_torch", self.allowed_torch, non_empty=False)
-        if not (isinstance(self.outputs, (list, tuple)) and self.outputs
+        # No output at all only where forward's result is the inputs it updates (RoPE on q and k).
+        if not (isinstance(self.outputs, (list, tuple)) and (self.outputs or self.updated_inputs)
                 and all(isinstance(o, Output) for o in self.outputs)):
-            raise SpecError("outputs", "a non-empty list of Output(name, dtype)", self.outputs)
+            raise SpecError("outputs", "a non-empty list of Output(name, dtype) (empty only where updated_inputs "
+                                       "names the result)", self.outputs)
         if len({o.name for o in self.outputs}) != len(self.outputs):
             raise SpecError("outputs", "outputs with distinct names", [o.name for o in self.outputs])
         _check_workloads("workloads", self.workloads)

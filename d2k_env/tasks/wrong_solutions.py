@@ -176,7 +176,7 @@ class _Recorder:
 @dataclass(frozen=True)
 class DryRun:
     """What the reference's host code asked for on some workloads: every launch's grid, and the
-    shape of the first output on each workload."""
+    shape of the first output on each workload (none for a task with no output)."""
 
     grids: list[tuple]
     first_shapes: list[tuple]
@@ -203,7 +203,9 @@ def dry_run(task, source: str, workloads, device: str) -> DryRun:
         for w in workloads:
             gen = torch.Generator().manual_seed(0) if device == "cpu" else None
             outputs = namespace["forward"](*task.make_inputs(w, gen, torch.device(device)))
-            shapes.append(tuple((outputs if isinstance(outputs, (tuple, list)) else (outputs,))[0].shape))
+            outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+            if outputs:  # none where the result is inputs updated in place (their grids still count)
+                shapes.append(tuple(outputs[0].shape))
     except Exception as exc:
         raise NotGenerated(f"a dry run of the reference's host code on the {device} inputs raised {exc!r}") from None
     if not grids:
