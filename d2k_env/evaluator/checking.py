@@ -9,6 +9,9 @@ from d2k_env.task import CheckResult, Task
 
 
 def as_tuple(out) -> tuple:
+    """forward's return value as a tuple of outputs (None: none, as a task that only updates inputs returns)."""
+    if out is None:
+        return ()
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
