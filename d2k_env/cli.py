@@ -39,15 +39,14 @@ def cmd_list(args) -> int:
     roots = task_roots()
     table = Table(title="d2k-env tasks", caption="* launch-bound: also timed in a CUDA graph. "
                                                  "A task's inputs and prompt: d2k show TASK")
-    table.add_column("task (family)", overflow="fold")
-    table.add_column("GPU workloads", overflow="fold")
-    table.add_column("smoke workloads", overflow="fold")
+    table.add_column("task (family)", no_wrap=True)  # ids stay whole; the workloads wrap beside them
+    table.add_column("GPU workloads; smoke workloads", overflow="fold")
     for tid in sorted(roots):
         outline = _outline(tid, roots[tid])
         gpu = "\n".join(f"{w.name}{' *' if w.launch_bound else ''} "
                         f"({', '.join(f'{k}={v}' for k, v in w.params.items())})" for w in outline.workloads)
-        table.add_row(f"{tid}\n[dim]{escape(outline.family)}[/dim]", escape(gpu),
-                      escape(", ".join(w.name for w in outline.smoke_workloads)))
+        smoke = ", ".join(w.name for w in outline.smoke_workloads)
+        table.add_row(f"{tid}\n[dim]{escape(outline.family)}[/dim]", escape(f"{gpu}\nsmoke: {smoke}"))
     console.print(table)
     return 0
 

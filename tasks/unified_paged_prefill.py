@@ -27,7 +27,7 @@ Return o [T, Hq, d] bf16.
 PAGE = 16
 # Llama-3-8B: 32 query heads on 8 KV heads; Qwen3-32B and Llama-3-70B: 64 on 8; head dim 128.
 WORKLOADS = [
-    Workload("llama8b_mixed_4x2K_on_2K_64dec_4K", {"Hq": 32, "Hkv": 8, "d": 128, "n_prefill": 4, "q_len": 2048,
+    Workload("mixed_4x2K_on_2K_64dec_4K", {"Hq": 32, "Hkv": 8, "d": 128, "n_prefill": 4, "q_len": 2048,
                                                    "ctx": 2048, "n_decode": 64, "decode_ctx": 4096}),
     Workload("qwen32b_8x1K_on_8K", {"Hq": 64, "Hkv": 8, "d": 128, "n_prefill": 8, "q_len": 1024, "ctx": 8192,
                                     "n_decode": 0, "decode_ctx": 0}),
