@@ -184,6 +184,8 @@ class TaskSpec:
     in_place_inputs: Sequence[int] = ()
     updated_inputs: Sequence[UpdatedInput] = ()
     wrong_solutions: Mapping[str, WrongSolution] = field(default_factory=dict)
+    # Bytes forward may allocate in all (every buffer of the recording) on a workload; None: unbounded.
+    allocation_limit: Callable[[Workload], int] | None = None
 
     def __post_init__(self):
         for name in ("title", "family", "description"):
@@ -202,6 +204,8 @@ class TaskSpec:
         _check_workloads("smoke_workloads", self.smoke_workloads)
         _check_callable("make_inputs", self.make_inputs, 3, "make_inputs(workload, gen, device) -> tuple")
         _check_callable("roofline", self.roofline, 1, "roofline(workload) -> Roofline")
+        if self.allocation_limit is not None:
+            _check_callable("allocation_limit", self.allocation_limit, 1, "allocation_limit(workload) -> bytes")
         if not isinstance(self.heldout, Heldout):
             raise SpecError("heldout", "Heldout(shapes, draw)", self.heldout)
         _check_heldout_coverage(self.heldout, self.workloads, self.smoke_workloads)
