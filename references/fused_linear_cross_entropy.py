@@ -10,7 +10,7 @@ buffer summed by one last program, so it is deterministic; n, the number of toke
 is counted on the device (no host sync), before the first chunk needs it.
 
 Memory: the chunk's rows are as many as fit 4*max(BT*H, V) bytes of bf16 logits (as large as h in
-fp32), rounded down to a whole GEMM tile of rows: 512 rows on all three workloads, so 8 to 32 chunks.
+fp32), rounded down to whole GEMM tiles of rows: 512 or 768 rows on the workloads, so 8 to 22 chunks.
 Time: the three GEMMs are 6*BT*H*V FLOPs; the cost beyond them is re-reading and re-writing the fp32
 grad_W once per chunk (8*V*H bytes each), which is why the chunk is as large as the budget allows
 rather than a fixed small size.

@@ -15,8 +15,11 @@ SOURCES = [
 DESCRIPTION = """
 Inputs: h [BT, H] bf16 (the last hidden states of BT tokens), weight [V, H] bf16 (the LM head) and
 targets [BT] int64 (a vocabulary index per token, or -100 for a token without loss: padding, prompt).
-The forward was logits = h @ weight^T (bf16, fp32 accumulation), z = logits in fp32, and the loss the
-mean over the n tokens whose target is not -100 of lse(z[t]) - z[t, targets[t]] (n >= 1 always).
+The forward was logits = h @ weight^T (fp32 accumulation, rounded to bf16 as the GEMM writes them),
+z = those bf16 logits in fp32, and the loss the mean over the n tokens whose target is not -100 of
+lse(z[t]) - z[t, targets[t]] (n >= 1 always). The rounding of the logits is part of the function:
+peaked rows (logits of 20 have a bf16 step of 0.125) move the softmax by percents, so logits kept in
+fp32 give another loss (1e-3 of it) and other gradients (rows of grad_W off by a third of their norm).
 Return, for that loss and d loss = 1:
     loss    [] fp32      (a 0-d tensor)
     grad_h  [BT, H] bf16 = dz @ weight
@@ -26,7 +29,7 @@ Memory is bounded: the bytes forward allocates in all (every buffer, counted onc
     the outputs (4 + 2*BT*H + 4*V*H) + 4*max(BT*H, V) + 16*BT + 256 bytes,
 that is, beside the outputs a workspace as large as h in fp32 (the logits of a chunk of tokens, about
 2*BT*H/V rows in bf16; at least two rows), 16 bytes per token and a few scalars. The full logits need
-2*BT*V bytes in bf16 (4*BT*V in fp32): 2 to 4 GiB on the workloads, V/(2H) = 8 to 19 times that workspace,
+2*BT*V bytes in bf16 (4*BT*V in fp32): 1 to 4.6 GiB on the workloads, V/(2H) = 8 to 19 times that workspace,
 so a solution holding them fails with [allocation-limit]. Reuse one chunk buffer: a fresh one per chunk
 is counted per chunk.
 """
@@ -39,7 +42,7 @@ WORKLOADS = [
 SMOKE_WORKLOADS = [
     Workload("48x32x300", {"BT": 48, "H": 32, "V": 300}),
     Workload("37x24x517", {"BT": 37, "H": 24, "V": 517}),
-    Workload("9x64x130", {"BT": 9, "H": 64, "V": 130}),
+    Workload("9x40x1100", {"BT": 9, "H": 40, "V": 1100}),
 ]
 
 
@@ -80,9 +83,12 @@ HELDOUT_SHAPES = ("any BT >= 1, H >= 1 and V >= 2 (H a multiple of 8 on the GPU)
 def heldout_workloads(rng, smoke):
     """Three shapes, each past every workload of its backend on one axis and narrow on the others."""
     if smoke:
-        shapes = [(rng.randint(49, 96), rng.randint(8, 24), rng.randint(40, 120)),
-                  (rng.randint(2, 6), rng.randint(65, 130), rng.randint(20, 90)),
-                  (rng.randint(3, 8), rng.randint(8, 16), rng.randint(518, 900))]
+        # More tokens with a small vocabulary: a chunk then holds 32 or more tokens, more programs per row pass
+        # than any smoke shape launches (a grid capped at the smoke shapes' leaves rows unwritten); a wider
+        # hidden size; a larger vocabulary.
+        shapes = [(rng.randint(49, 96), rng.randint(16, 24), rng.randint(20, 48)),
+                  (rng.randint(2, 6), rng.randint(41, 100), rng.randint(20, 300)),
+                  (rng.randint(3, 8), rng.randint(8, 16), rng.randint(1101, 1600))]
     else:
         shapes = [(rng.randint(16385, 32768), 8 * rng.randint(8, 32), rng.randint(1000, 8192)),
                   (rng.randint(1, 512), 8 * rng.randint(1025, 2048), rng.randint(1000, 32000)),
@@ -108,11 +114,15 @@ TASK = TaskSpec(
     make_inputs=make_inputs,
     roofline=roofline,
     check=PerOutput(checks={
-        "loss": Tolerance(atol=0.0, rtol=5e-4, why="the mean of per-token losses from bf16 logits: logits rounded in "
-                                                    "another accumulation order or kept in fp32 move it by under "
-                                                    "1e-4 of itself on 9 tokens and less on more; 1e-3 does not fit"),
+        "loss": Tolerance(atol=0.0, rtol=5e-4, why="the mean of per-token losses from the bf16 logits: another "
+                                                    "accumulation order flips the rounding of a few logits by one "
+                                                    "step, far less than 5e-4 of the loss; 1e-3 does not fit"),
         "grad_h": GRAD_CHECK, "grad_w": GRAD_CHECK}),
     heldout=Heldout(HELDOUT_SHAPES, heldout_workloads),
     allocation_limit=allocation_limit,
-    wrong_solutions={"eps_removed": WrongSolution(skip="the softmax subtracts the row maximum: there is no eps")},
+    wrong_solutions={
+        "eps_removed": WrongSolution(skip="the softmax subtracts the row maximum: there is no eps"),
+        "last_row_unwritten": WrongSolution(skip="the first output, the loss, is 0-d: it has no rows"),
+        "fixed_width_block": WrongSolution(skip="the first output, the loss, is 0-d: it has no columns"),
+    },
 )
