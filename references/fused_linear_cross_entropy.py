@@ -25,6 +25,9 @@ IGNORE_INDEX = -100
 # tile whose bf16 operand stages (3 x 48 KB) fit shared memory, so each byte loaded feeds the most
 # tensor-core work. Group 8 row tiles per column sweep so a W (or h) tile is reused from L2.
 GPU_GEMM = dict(BM=128, BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3)
+# grad_h's GEMM has only chunk x H outputs (512 x 4096: 64 tiles of 128x256, half of the 132 SMs idle) and a
+# K of V: 128x128 tiles double the programs so every SM has one, each still with 2000 K steps to pipeline.
+GPU_GEMM_FEW_TILES = dict(BM=128, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=4)
 # The interpreter runs a tile as numpy: small tiles keep the masked tail work of smoke shapes small.
 CPU_GEMM = dict(BM=16, BN=32, BK=16, GROUP=4)
 GPU_ROW_BLOCK = 4096   # a row of 128K logits in 32 steps of 8 KB, 16 bytes per thread per step at 8 warps
@@ -127,6 +130,7 @@ def forward(h, weight, targets):
     assert h.is_contiguous() and weight.is_contiguous() and targets.is_contiguous()
     gpu = h.device.type == "cuda"
     tile, row_block = (GPU_GEMM, GPU_ROW_BLOCK) if gpu else (CPU_GEMM, CPU_ROW_BLOCK)
+    few_tiles = GPU_GEMM_FEW_TILES if gpu else CPU_GEMM
     loss = torch.empty((), dtype=torch.float32, device=h.device)
     grad_h = torch.empty_like(h)
     grad_w = torch.empty((V, H), dtype=torch.float32, device=h.device)
@@ -146,7 +150,7 @@ def forward(h, weight, targets):
         _loss_and_dz[(m,)](z, targets[c0:c0 + m], n, token_loss[c0:c0 + m], V, V, IGNORE=IGNORE_INDEX,
                            BLOCK=min(row_block, triton.next_power_of_2(V)), num_warps=8 if gpu else 1)
         # grad_h of the chunk = dz @ W, written once; grad_W (+)= dz^T @ h_c, in fp32.
-        _matmul(z, (V, 1), weight, (H, 1), grad_h[c0:c0 + m], m, H, V, False, tile)
+        _matmul(z, (V, 1), weight, (H, 1), grad_h[c0:c0 + m], m, H, V, False, few_tiles)
         _matmul(z, (1, V), h_c, (H, 1), grad_w, V, H, m, c0 > 0, tile)
     _sum[(1,)](token_loss, loss, BT, BLOCK=1024)
     return loss, grad_h, grad_w
