@@ -29,7 +29,7 @@ GPU_GEMM = dict(BM=128, BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3)
 # K of V: 128x128 tiles double the programs so every SM has one, each still with 2000 K steps to pipeline.
 GPU_GEMM_FEW_TILES = dict(BM=128, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=4)
 # The interpreter runs a tile as numpy: small tiles keep the masked tail work of smoke shapes small.
-CPU_GEMM = dict(BM=16, BN=32, BK=16, GROUP=4)
+CPU_GEMM = dict(BM=32, BN=64, BK=32, GROUP=4)
 GPU_ROW_BLOCK = 4096   # a row of 128K logits in 32 steps of 8 KB, 16 bytes per thread per step at 8 warps
 CPU_ROW_BLOCK = 128
 
