@@ -49,6 +49,8 @@ def test_the_scaffold_loads_with_a_generated_check_sentence_and_every_wrong_solu
     ('Output("y", torch.float32)', 'Output("y", "float32")', "outputs", "dtype a torch.dtype"),
     ("smoke_workloads=[", "smoke_workloads=[{'M': 1}, ", "smoke_workloads", "a non-empty list of Workload"),
     ("roofline=roofline", "roofline=lambda: 0", "roofline", "roofline(workload) -> Roofline"),
+    ("roofline=roofline", "roofline=roofline, allocation_limit=1 << 30", "allocation_limit",
+     "allocation_limit(workload) -> bytes"),
     ("check=PerOutput()", "check=PerOutput({'z': OneStep()})", "check", "'z', which is no output"),
     ("check=PerOutput()", "check=PerOutput({'y': OneStep()})", "check", "OneStep is for bf16, fp16 and fp8"),
     ('Return y [M, N] fp32', 'Checked: y. Return y [M, N] fp32', "description", "no 'Checked:' sentence"),

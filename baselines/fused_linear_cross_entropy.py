@@ -1,0 +1,15 @@
+"""PyTorch eager baseline: the LM head and cross-entropy through autograd, as Liger-Kernel's torch
+comparison (and every trainer without a fused kernel) computes them: the full [BT, V] logits in bf16,
+cast to fp32, F.cross_entropy with ignore_index -100 and mean reduction, then backward."""
+
+import torch
+from torch.nn import functional as F
+
+
+def forward(h, weight, targets):
+    h_, w_ = h.detach().requires_grad_(), weight.detach().requires_grad_()
+    with torch.enable_grad():
+        logits = (h_ @ w_.t()).float()
+        loss = F.cross_entropy(logits, targets, ignore_index=-100, reduction="mean")
+        grad_h, grad_w = torch.autograd.grad(loss, (h_, w_))
+    return loss.detach(), grad_h, grad_w.float()
