@@ -22,14 +22,7 @@ def test_correct_fixtures_pass(fixture):
     assert result.correct, (result.error, [(w.name, w.message) for w in result.workloads])
 
 
-# Right values in unbounded memory: only TaskSpec.allocation_limit, which the evaluator does not enforce yet,
-# can fail it (tests/test_flce_allocation.py shows the bound does). Flips once the replay enforces the limit.
-_UNENFORCED = {"fused_linear_cross_entropy_full_logits": "the evaluator does not enforce allocation_limit yet"}
-
-
-@pytest.mark.parametrize("fixture", [
-    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=_UNENFORCED[p.stem])) if p.stem in _UNENFORCED else p
-    for p in sorted((SOLUTIONS / "wrong").glob("*.py"))], ids=lambda p: p.stem)
+@pytest.mark.parametrize("fixture", sorted((SOLUTIONS / "wrong").glob("*.py")), ids=lambda p: p.stem)
 def test_wrong_fixtures_fail_with_a_named_workload(fixture):
     task = load_task(next(t for t in TASK_IDS if fixture.stem.startswith(t)))
     ev = Evaluator(task, "interpreter")

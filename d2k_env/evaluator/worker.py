@@ -308,9 +308,9 @@ class ReplayRun(Run):
         allocated = sum(b.nbytes for b in replay.recording.buffers)
         limit = self.task.spec.allocation_limit(w) if self.task.spec.allocation_limit else None
         if limit is not None and allocated > limit:
-            return WorkloadResult(w.name, False, f"[allocation-limit] forward allocates {allocated / 2**20:.1f} MiB on "
-                                                 f"this workload; the task allows {limit / 2**20:.1f} MiB (see its "
-                                                 f"description): work through the data in chunks", allocated_bytes=allocated)
+            return WorkloadResult(w.name, False, f"[allocation-limit] forward allocates {_size(allocated)} on this "
+                                                 f"workload; the task allows {_size(limit)} (see its description): "
+                                                 f"work through the data in chunks", allocated_bytes=allocated)
         inputs, bands = self.guarded_inputs(w, "check")
         pristine = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
         if self.device.type == "cuda":
@@ -409,6 +409,10 @@ def gpu_kernel_profiler():
     (to read a CUDA-graph setting), about 800 modules and 3.7-5.8 s of a fresh worker on the H200."""
     from torch.autograd.profiler import profile
     return profile(use_cpu=False, use_device="cuda", use_kineto=True)
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.1f} KiB"
 
 
 def _triton_version() -> str:

@@ -187,8 +187,6 @@ class TaskSpec:
     allocation_limit: Callable[[Workload], int] | None = None
     updated_inputs: Sequence[UpdatedInput] = ()
     wrong_solutions: Mapping[str, WrongSolution] = field(default_factory=dict)
-    # Bytes forward may allocate in all (every buffer of the recording) on a workload; None: unbounded.
-    allocation_limit: Callable[[Workload], int] | None = None
 
     def __post_init__(self):
         for name in ("title", "family", "description"):
