@@ -3,7 +3,7 @@
 # and torch.compile (bench_references.py), the GPU test suite (the same tables as `d2k eval`), and
 # the security cases on the cuda backend (6 evaluations at a time: they assert verdicts, not
 # speed). Run from the project root:  benchmarks/run_gpu_suite.sh OUT_DIR
-# PARTS picks some of "bench tests exploits service latency throughput" (default the first three)
+# PARTS picks some of "bench tests exploits escapes families service latency throughput" (default the first three)
 # when one call cannot hold them: service runs the GPU tests of the evaluation service and memory
 # safety; latency, evaluation_latency.py --env on every task; throughput, service_throughput.py.
 set -uo pipefail
@@ -27,6 +27,21 @@ if [[ $parts == *" exploits "* ]]; then
   D2K_SECURITY_WORKERS=${SECURITY_WORKERS:-6} timeout "${EXPLOITS_S:-200}" python3 -m pytest -m gpu \
       tests/test_security.py -v -rA -p no:cacheprovider > "$out/exploits_gpu.log" 2>&1
   grep -E " (FAILED|ERROR|XPASS|XFAIL) " "$out/exploits_gpu.log" | tail -12; tail -1 "$out/exploits_gpu.log"
+fi
+if [[ $parts == *" escapes "* ]]; then
+  # The escaped-solution suite on the GPU: every case must score 0 or earn no more than its honest kernel.
+  timeout "${ESCAPES_S:-400}" python3 -m pytest -q -m gpu tests/test_escapes.py -rA -p no:cacheprovider \
+      > "$out/escapes_gpu.log" 2>&1
+  grep -E " (FAILED|ERROR) " "$out/escapes_gpu.log" | tail -12; tail -1 "$out/escapes_gpu.log"
+fi
+if [[ $parts == *" families "* ]]; then
+  # The catalogue's task families: each script checks its references on every workload and held-out
+  # shape and times eager, torch.compile, the library and the reference (wheels: see each script).
+  for script in attention_gpu delta_rule_and_paged_prefill_gpu moe_gpu gemm_gpu norm_fusion_gpu \
+                sampling_solve_conv_gpu flce_gpu; do
+    timeout "${FAMILY_S:-300}" python3 "benchmarks/$script.py" --out "$out" > "$out/$script.log" 2>&1
+    echo "$script: exit $?"; tail -3 "$out/$script.log"
+  done
 fi
 if [[ $parts == *" service "* ]]; then
   timeout "${SERVICE_S:-240}" python3 -m pytest -m gpu tests/test_service.py tests/test_memory_safety.py -v -rA \
