@@ -147,9 +147,12 @@ class Recorder:
             start, nbytes, _, _ = self.buffers[index]
             if start <= address < start + max(nbytes, 1):
                 return {"buffer": index, "offset": address - start}
-        for index, span in enumerate(self.inputs):
-            if span and span[0] <= address < span[0] + max(span[1], 1):
-                return {"input": index, "offset": address - span[0]}
+        # Inputs may share storage (views of one packed tensor): the one starting nearest below wins.
+        holders = [(span[0], index) for index, span in enumerate(self.inputs)
+                   if span and span[0] <= address < span[0] + max(span[1], 1)]
+        if holders:
+            start, index = max(holders)
+            return {"input": index, "offset": address - start}
         raise RecordError(f"{where} points into neither an input nor a tensor forward allocated with torch.empty/"
                           f"zeros/full (a tensor made any other way cannot be replayed)")
 

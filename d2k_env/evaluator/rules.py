@@ -143,6 +143,10 @@ RULES = (
          "Let forward's launches depend only on the inputs' shapes, dtypes, strides and device, never on "
          "their values or on earlier calls.",
          "block = 1024 if x[0, 0] > 0 else 512"),
+    Rule("allocation-limit", (19,), (RUN,),
+         "allocating more than the task allows on a workload, for tasks whose point is bounded memory",
+         "Work through the data in chunks, reusing one buffer, as the task's description says.",
+         "logits = torch.empty(tokens, vocab, device=h.device)  # the whole [tokens, vocab] at once"),
     Rule("gpu-compile", (3,), (RUN,),
          "kernel code Triton's GPU compiler refuses for its values (an `if` on a block tensor, a float loop bound)",
          "Branch on scalars and loop over integer bounds, as the GPU compiles them.",
