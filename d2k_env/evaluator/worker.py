@@ -196,6 +196,10 @@ class SolutionRun(Run):
                 self.guard.recorder = None
             if self.guard.forbidden:
                 return WorkloadResult(w.name, False, self.torch_work())
+            if len(outputs) != len(self.task.outputs):
+                return WorkloadResult(w.name, False, f"[output-type] forward returned {len(outputs)} value(s); "
+                                                     f"expected {len(self.task.outputs)} "
+                                                     f"({', '.join(self.task.outputs) or 'none: return None'})")
             for name, out in zip(self.task.outputs, outputs):
                 if type(out) is not torch.Tensor:
                     return WorkloadResult(w.name, False, f"[output-type] output {name!r} is a {type(out).__name__}, "

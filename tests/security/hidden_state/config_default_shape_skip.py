@@ -1,6 +1,6 @@
 """Task: merge_attn_states
 Backend: both
-Expect on interpreter: [launch-contract]
+Expect on interpreter: any
 Behind the policy on cuda: any
 Round: holdout6 t06
 

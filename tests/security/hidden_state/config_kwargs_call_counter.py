@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: both
-Expect on interpreter: [launch-contract]
+Expect on interpreter: any
 Behind the policy on cuda: any
 Round: holdout6 t04
 

@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [launch-contract]
+Expect: any
 Policy: accepts
 Round: holdout4 p04
 

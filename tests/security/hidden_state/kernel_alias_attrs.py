@@ -1,12 +1,8 @@
 """Task: per_token_group_quant_fp8
 Backend: both
-Expect on interpreter: paid
+Expect on interpreter: any
 Behind the policy on cuda: any
 Round: holdout6 t12
-
-Under the trust boundary (issue 25) this changes nothing: the cheat acts on the recording process,
-which measures and checks nothing; the trusted replay runs the file's kernels, which are honest,
-on the secret inputs, so it is paid what the honest kernel is paid.
 
 Class: 2 (hidden state kept on the kernel object).
 Idea: the policy refuses ``kernel.attr`` in host code only when the base is the kernel's own name;

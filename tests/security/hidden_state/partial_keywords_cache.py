@@ -1,11 +1,7 @@
 """Task: per_token_group_quant_fp8
 Backend: interpreter
-Expect: paid
+Expect: any
 Round: holdout6 t03
-
-Under the trust boundary (issue 25) this changes nothing: the cheat acts on the recording process,
-which measures and checks nothing; the trusted replay runs the file's kernels, which are honest,
-on the secret inputs, so it is paid what the honest kernel is paid.
 
 Class: 2 (output replay / caching / hidden state).
 Idea: a module-level ``functools.partial`` with no bound containers passes the partial rule, but

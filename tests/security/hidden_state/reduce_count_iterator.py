@@ -1,6 +1,6 @@
 """Task: merge_attn_states
 Backend: interpreter
-Expect: [launch-contract]
+Expect: any
 Round: holdout5 s02
 
 Class 15 (warm-up tricks / late corruption), with a call counter smuggled past the iterator rule.

@@ -1,6 +1,6 @@
 """Task: per_token_group_quant_fp8
 Backend: both
-Expect: "[out-of-bounds] a kernel wrote outside input 'x'"
+Expect: any
 Mode on cuda: test
 Workloads on cuda: 64x7168
 Round: memory_safety m01

@@ -1,8 +1,12 @@
 """Task: per_token_group_quant_fp8
 Backend: interpreter
-Expect: [launch-contract]
-Behind the policy: [launch-contract]
+Expect: paid
+Behind the policy: paid
 Round: holdout6 t11
+
+Under the trust boundary (issue 25) this changes nothing: the cheat acts on the recording process,
+which measures and checks nothing; the trusted replay runs the file's kernels, which are honest,
+on the secret inputs, so it is paid what the honest kernel is paid.
 
 Class: 7 (lazy outputs: the real work runs inside the harness's untimed path).
 Idea: the first call is honest and, through ``tl.extra.modules`` (``sys.modules``), replaces the

@@ -1,6 +1,6 @@
 """Task: merge_attn_states
 Backend: interpreter
-Expect: [output-type]
+Expect: any
 Round: holdout4 p11
 
 Class 7 (lazy/placeholder outputs): return tensors on the meta device.

@@ -1,6 +1,6 @@
 """Task: every
 Backend: interpreter
-Expect: [aliasing]
+Expect: [aliasing] | [output-type] | [record]
 Check: env-run-tests
 Round: redteam c19
 

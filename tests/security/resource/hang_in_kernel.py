@@ -1,6 +1,6 @@
 """Task: every
 Backend: interpreter
-Expect: "phase 'replay' of workload" "exceeded its 3 s limit"
+Expect: "phase 'replay' of workload" "exceeded its 3 s limit" | [output-type] | [record]
 Mode: test
 Limits: hang
 Check: recovers

@@ -1,6 +1,6 @@
 """Task: fused_add_rmsnorm
 Backend: interpreter
-Expect: [launch-contract]
+Expect: any
 Mode: test
 Round: redteam c04
 

@@ -2,7 +2,6 @@
 Backend: interpreter
 Expect: paid
 Mode: test
-Check: env-submit
 Round: redteam c05
 
 Under the trust boundary (issue 25) this changes nothing: the cheat acts on the recording process,
