@@ -30,7 +30,14 @@ from d2k_env.evaluator import kernel_language
 from d2k_env.evaluator.recording import Buffer, Fill, Recording, Ref, View
 from d2k_env.evaluator.source_text import tokenizer_lines
 
-POISON_BYTE = 0xFF  # fills uninitialised buffers on the checked run: NaN in every float format, -1 in ints
+def poison_value(dtype: torch.dtype):
+    """What uninitialised buffers hold on the checked run: NaN in floats, and in integers a value no
+    task uses as padding or a sentinel (-1, 0 and small ids are all common)."""
+    if dtype.is_floating_point:
+        return float("nan")
+    if dtype == torch.bool:
+        return True
+    return torch.iinfo(dtype).max // 3 + 1
 
 
 class ReplayError(Exception):
@@ -112,7 +119,7 @@ class Replay:
 
     def __call__(self, *inputs, poison: bool = False) -> tuple:
         """The recorded outputs of one replay on ``inputs``; ``poison`` fills uninitialised buffers
-        with :data:`POISON_BYTE` first (the checked run: a kernel that reads what it never wrote fails)."""
+        with :func:`poison_value` first (the checked run: a kernel that reads what it never wrote fails)."""
         buffers = [self._allocate(b, poison) for b in self.recording.buffers]
         for i, step in enumerate(self.recording.steps):
             if isinstance(step, Fill):
@@ -133,7 +140,7 @@ class Replay:
         if buffer.fill is not None:
             t.fill_(buffer.fill)
         elif poison:
-            t.view(torch.uint8).fill_(POISON_BYTE)
+            t.fill_(poison_value(dtype))
         return t
 
     def _tensor(self, ref: Ref, dtype: torch.dtype, inputs: tuple, buffers: list, where: str,
