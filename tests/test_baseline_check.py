@@ -83,7 +83,7 @@ def test_a_baseline_slowed_by_contention_is_re_measured_and_the_result_says_why(
     assert "re-measured because 1.0000 ms is 100% above this device's earlier median of 0.5000 ms" in w.baseline_note
     assert w.baseline_note.endswith("re-measured 0.5000 ms") and result.correct
     assert "baseline re-measured because" in format_result(result)
-    assert [r["phase"] for r in result.lease][:2] == ["solution", "re-measure"] and result.lease[1]["exclusive"]
+    assert [r["phase"] for r in result.lease][:3] == ["solution", "replay", "re-measure"] and result.lease[2]["exclusive"]
     assert BaselineTimes(tmp_path / "baseline-times.json").earlier(key("8192x8192")) == [0.5] * 4  # 1.0 kept out
 
 
@@ -122,9 +122,9 @@ def test_a_re_measured_run_that_fails_is_not_paid(tmp_path):
     ev = FakeTimer(tmp_path, baselines={"8192x8192": [1.0]}, solution_fails=set())
     run = ev._run
 
-    def failing_second(req, outputs=None):
-        result, worker = run(req, outputs)
-        if req.workloads == ["8192x8192"] and req.role == "solution":
+    def failing_second(req, outputs=None, copy=False):
+        result, worker = run(req, outputs, copy)
+        if req.workloads == ["8192x8192"] and req.role == "replay":
             result.workloads[0].correct, result.workloads[0].message = False, "wrong values"
         return result, worker
     ev._run = failing_second

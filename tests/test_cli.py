@@ -32,7 +32,7 @@ def test_list_wraps_on_a_narrow_terminal_and_never_imports_torch():
     out = done.stdout
     assert out.splitlines()[-1] == "0 False", done.stderr
     assert "…" not in out and all(len(line) <= 60 for line in out.splitlines())
-    for needle in ("16384x32x128", "(T=16384, H=32,", "64x8192 * (M=64,", "normalisation"):
+    for needle in ("16384x32x128", "64x8192 * (M=64,", "normalisation"):
         assert needle in out, out
     for task_id in task_ids():  # every workload name whole, however the columns fall as tasks are added
         task = load_task(task_id)

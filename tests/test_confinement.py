@@ -115,7 +115,8 @@ def test_past_the_policy_a_solution_reaches_no_secret_and_nothing_outside_its_sc
     result, workspace = _evaluate(tmp_path, monkeypatch, source)
     line = next((l for l in result.output.splitlines() if l.startswith("PROBE ")), None)
     assert line is not None, result.error or result.output
-    assert sorted(set(json.loads(line[len("PROBE "):]))) == ["the inputs key in memory"], line
+    # The solution process draws its inputs from a recording key: the inputs key never reaches it.
+    assert sorted(set(json.loads(line[len("PROBE "):]))) == [], line
     assert (project / "baselines" / "fused_add_rmsnorm.py").read_bytes() == baseline
     assert sorted(p.name for p in workspace.iterdir()) == ["solution.py"]
     assert not Path("/tmp/d2k-planted").exists()

@@ -105,7 +105,7 @@ def test_an_evaluators_timed_phase_waits_for_another_processs_timed_phase(tmp_pa
     monkeypatch.setattr("d2k_env.evaluator.leased", lambda *a, **k: (asking.set(), real(*a, **k))[1])
     ev = StagedEvaluator(tmp_path)
     run = ev._run
-    ev._run = lambda req, outputs=None: (entered.set(), run(req, outputs))[1]
+    ev._run = lambda req, outputs=None, copy=False: (entered.set(), run(req, outputs, copy))[1]
     other = holder(tmp_path, exclusive=True)
     try:
         done, box = _evaluate_in_thread(ev, "benchmark")
@@ -116,9 +116,11 @@ def test_an_evaluators_timed_phase_waits_for_another_processs_timed_phase(tmp_pa
         other.stdin.close()
         other.wait(60)
     assert done.wait(60) and entered.is_set()
-    first = box["result"].lease[0]
-    assert first["phase"] == "solution" and first["exclusive"] and first["gpu"] == KEY
-    assert first["waited_s"] >= 1.0  # it waited at least as long as it was seen not to start
+    first, timed = box["result"].lease[0], next(r for r in box["result"].lease if r["exclusive"])
+    assert timed["phase"] == "replay" and timed["gpu"] == first["gpu"] == KEY
+    # Its first phase (the recording, shared) waited behind the other's exclusive lease at least as long
+    # as it was seen not to start.
+    assert first["phase"] == "solution" and first["waited_s"] >= 1.0
 
 
 def test_an_evaluators_untimed_phases_do_not_wait_for_another_processs_untimed_phase(tmp_path, monkeypatch):
@@ -127,7 +129,8 @@ def test_an_evaluators_untimed_phases_do_not_wait_for_another_processs_untimed_p
     try:
         done, box = _evaluate_in_thread(StagedEvaluator(tmp_path), "test")
         assert done.wait(60), "a correctness-only evaluation waited for another process's untimed phase"
-        assert [(r["phase"], r["exclusive"]) for r in box["result"].lease] == [("solution", False), ("check", False)]
+        assert [(r["phase"], r["exclusive"]) for r in box["result"].lease] == [("solution", False), ("replay", False),
+                                                                                ("check", False)]
     finally:
         other.stdin.close()
         other.wait(60)
@@ -143,7 +146,7 @@ def test_an_evaluators_timed_phase_proceeds_once_the_holder_is_killed(tmp_path, 
     other.kill()
     other.wait(60)
     assert done.wait(60), "the killed holder's lease kept the GPU"
-    assert box["result"].lease[0]["exclusive"]
+    assert any(r["phase"] == "replay" and r["exclusive"] for r in box["result"].lease)
 
 
 def test_one_gpu_has_one_lease_whatever_its_index(monkeypatch):

@@ -236,7 +236,7 @@ def test_an_escaped_solution_leaves_nothing_that_outlives_it_or_slows_the_next_e
         assert "PLANT REFUSED" not in attacked.output, attacked.output  # every tree was planted
         assert not list(temp.glob("d2k-eval-*")), f"a worker's directory outlived it: {list(temp.iterdir())}"
         assert _intact(outside)
-        cache = list((tmp_path / "cache").iterdir())
+        cache = [entry for side in (tmp_path / "cache").iterdir() for entry in side.iterdir()]  # solution/, trusted/
         assert len(cache) <= cache_copy.HARVEST_ENTRIES, len(cache)
         for entry in cache:  # what was admitted has Triton's layout: directories of plain files
             assert entry.is_dir() and not entry.is_symlink(), entry

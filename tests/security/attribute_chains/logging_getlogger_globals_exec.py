@@ -1,6 +1,6 @@
 """Task: every
 Backend: interpreter
-Expect: [output-type]
+Expect: [output-type] | "of their norm"
 Policy: accepts
 Round: attribute chains ac01
 
