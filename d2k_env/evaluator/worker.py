@@ -179,10 +179,13 @@ class SolutionRun(Run):
 
     def record(self, forward, w: Workload) -> WorkloadResult:
         """Record ``forward`` on input sets of ``w``'s shapes and save the recording for the replay: a
-        first call (an autotuner tunes there, and resets its buffers once), then two that must agree."""
-        recordings = []
+        first call (an autotuner tunes there, and resets its buffers once), then two that must agree.
+        Every set stays alive until the last call, so no set reuses a freed one's addresses: whether a
+        cache keyed on pointers hits never depends on the allocator."""
+        recordings, held = [], []
         for i in range(3):
             inputs = self.inputs(w, "record", i)
+            held.append(inputs)
             recorder = Recorder(inputs, self.req.solution_path)
             self.guard.recorder = recorder
             try:
