@@ -71,15 +71,16 @@ def _conv_kernel(x_ptr, w_ptr, bias_ptr, state_ptr, loc_ptr, cache_ptr, init_ptr
             y = acc / (1.0 + tl.exp(-acc))
             tl.store(out_ptr + t[:, None] * dim + c[None, :], y.to(out_ptr.dtype.element_ty), mask=tile_ok)
             if end - 1 < t0 + BLOCK_T:  # this tile holds the last token: the new state
+                # (new names: Triton's GPU compiler refuses a variable whose shape an `if` changes)
                 j = tl.arange(0, 4)
-                src = end - (W - 1) + j
+                last = end - (W - 1) + j
                 j_ok = j < W - 1
-                in_seq = src >= start
-                xv = tl.load(x_ptr + src[:, None] * dim + c[None, :], mask=(j_ok & in_seq)[:, None] & c_ok[None, :],
-                             other=0.0)
-                sv = tl.load(state_row[None, :] + (src - start + W - 1)[:, None],
-                             mask=(j_ok & ~in_seq & init)[:, None] & c_ok[None, :], other=0.0)
-                tl.store(new_state_ptr + (slot * dim + c[None, :]) * (W - 1) + j[:, None], xv + sv,
+                last_in_seq = last >= start
+                last_x = tl.load(x_ptr + last[:, None] * dim + c[None, :],
+                                 mask=(j_ok & last_in_seq)[:, None] & c_ok[None, :], other=0.0)
+                last_s = tl.load(state_row[None, :] + (last - start + W - 1)[:, None],
+                                 mask=(j_ok & ~last_in_seq & init)[:, None] & c_ok[None, :], other=0.0)
+                tl.store(new_state_ptr + (slot * dim + c[None, :]) * (W - 1) + j[:, None], last_x + last_s,
                          mask=j_ok[:, None] & c_ok[None, :])
 
 

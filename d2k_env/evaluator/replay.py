@@ -57,7 +57,8 @@ def rebuild_kernels(source: str, path: str, recording: Recording) -> dict:
         if isinstance(node, ast.FunctionDef):
             first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
             defs[(node.name, first)] = node
-    namespace: dict = {"__builtins__": kernel_language.builtins_namespace()}
+    # A module name: Triton's compiler reads each global's __module__ as a string (the interpreter does not).
+    namespace: dict = {"__builtins__": kernel_language.builtins_namespace(), "__name__": "d2k_replayed_solution"}
     chosen = {}
     for key, kernel in recording.kernels.items():
         node = defs.get((kernel.name, kernel.line))
