@@ -12,8 +12,9 @@ method reached through a bound x.untyped_storage) maps any regular file; Tensor.
 time, where no guard runs; inside forward the guard sees set_/_local_scalar_dense). Write: ndarray.tofile(path) on the numpy view of a CPU
 tensor (bound Tensor.numpy). The worker runs as the env's user: the same primitive could rewrite
 d2k_env/evaluator/checking.py (imported fresh by the later *check* process), a sitecustomize.py on
-its PYTHONPATH, or a .pth in site-packages. This probe only reads the harness's own checker source and
-writes a marker into /tmp; the kernel is honest.
+its PYTHONPATH, or a .pth in site-packages. This probe reads the task's expert reference (the
+package's own source is readable by design: it is public, and workers import it) and writes a marker
+into /tmp; the kernel is honest.
 Task: merge_attn_states
 Expected if defended: blocked by the policy (file access is out of a solution's reach).
 '''
@@ -21,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-PROBE_READ = "/work/main/d2k_env/evaluator/checking.py"
+PROBE_READ = "@REFERENCE@"  # the driver's placeholder: wherever the checkout or wheel put it
 PROBE_WRITE = "/tmp/d2k_holdout2_r07_marker.txt"
 
 

@@ -19,8 +19,6 @@ raises.
 import time
 
 if __name__ == "__main__":
-    import sys
-    sys.path.insert(0, "/work/main")
     from d2k_env.evaluator.policy import check_solution
 
     depth = 18
