@@ -13,6 +13,7 @@ An autotuned kernel compiles each of its configs; as on the GPU, a config that d
 skipped, and the launch fails only when none fits.
 
 Usage:  python3 benchmarks/compile_sm90.py [TASK ...] [--seeds N] [--json FILE]
+        python3 benchmarks/compile_sm90.py TASK --solution FILE   (a solution of TASK instead of its reference)
 """
 
 from __future__ import annotations
@@ -143,16 +144,16 @@ class Compiles:
         autotuner.Autotuner.run = tune_by_compiling
 
 
-def load_reference(path) -> object:
+def load_reference(path: Path) -> object:
     spec = importlib.util.spec_from_file_location(f"d2k_reference_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def check_task(task_id: str, seeds: int, compiles: Compiles) -> dict:
+def check_task(task_id: str, seeds: int, compiles: Compiles, solution: Path | None = None) -> dict:
     task = load_task(task_id)
-    reference = load_reference(task.reference_path)
+    reference = load_reference(solution or task.reference_path)
     shapes = list(task.workloads)
     seen = {w.name for w in shapes}
     for seed in range(1, seeds + 1):
@@ -184,8 +185,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tasks", nargs="*", help="task ids (default: every task)")
     parser.add_argument("--seeds", type=int, default=8, help="held-out draws per task (seeds 1..N)")
+    parser.add_argument("--solution", type=Path, help="compile this file (forward(*inputs)) instead of the "
+                                                      "reference, on the shapes of the one task named")
     parser.add_argument("--json", help="write the report here")
     args = parser.parse_args()
+    if args.solution and len(args.tasks) != 1:
+        parser.error("--solution needs exactly one task, whose shapes it is compiled on")
     compiles = Compiles()
     compiles.install()
     print(f"triton {triton.__version__}, torch {torch.__version__}; target sm_90, shared memory per block "
@@ -193,7 +198,7 @@ def main() -> int:
     reports, bad = [], 0
     for task_id in args.tasks or task_ids():
         t0 = time.perf_counter()
-        report = check_task(task_id, args.seeds, compiles)
+        report = check_task(task_id, args.seeds, compiles, args.solution and args.solution.resolve())
         report["seconds"] = round(time.perf_counter() - t0, 1)
         reports.append(report)
         verdict = "ok" if not report["failures"] else f"{len(report['failures'])} FAILED"

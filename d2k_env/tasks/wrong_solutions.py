@@ -33,6 +33,7 @@ import ast
 from dataclasses import dataclass
 
 import torch
+import triton
 
 from d2k_env.tasks.spec import WRONG_SOLUTION_KINDS, WrongSolution
 
@@ -200,12 +201,16 @@ def dry_run(task, source: str, workloads, device: str) -> DryRun:
         exec(compile(tree, str(task.reference_path), "exec"), namespace)  # the task's own, trusted reference
         for name, params in kernels.items():
             namespace[name] = _Recorder(params, grids)
-        for w in workloads:
-            gen = torch.Generator().manual_seed(0) if device == "cpu" else None
-            outputs = namespace["forward"](*task.make_inputs(w, gen, torch.device(device)))
-            outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
-            if outputs:  # none where the result is inputs updated in place (their grids still count)
-                shapes.append(tuple(outputs[0].shape))
+        # Host code that asks Triton whether it interprets (to pick small tiles) hears what it would
+        # hear there: yes on the CPU workloads, which run on the interpreter, no on the GPU ones.
+        with triton.knobs.runtime.scope():
+            triton.knobs.runtime.interpret = device == "cpu"
+            for w in workloads:
+                gen = torch.Generator().manual_seed(0) if device == "cpu" else None
+                outputs = namespace["forward"](*task.make_inputs(w, gen, torch.device(device)))
+                outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+                if outputs:  # none where the result is inputs updated in place (their grids still count)
+                    shapes.append(tuple(outputs[0].shape))
     except Exception as exc:
         raise NotGenerated(f"a dry run of the reference's host code on the {device} inputs raised {exc!r}") from None
     if not grids:
