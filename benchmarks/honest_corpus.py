@@ -1,7 +1,7 @@
 """How much honest code the reward pays: every file of the honest corpus, submitted as an agent would.
 
 The corpus (tests/security/honest_corpus/<task>/*.py: one idiom each; tests/security/honest_refused/
-<task>__<capability>__*.py: honest kernels that use a capability a solution must not have) is evaluated
+<task>__<capability>__*.py: honest kernels that use a capability the sandbox contains) is evaluated
 file by file:
 
 1. the static policy alone (``check_solution``): accepted, or the rules that refuse it;
@@ -220,8 +220,10 @@ def report(rows: list[dict], backend: str, mode: str, seed: int | None, elapsed_
         + (", ".join(f"`[{rule}]` {count}" for rule, count in by_rule.most_common()) or "none") + ".",
         f"- Files refused by one rule only: "
         + (", ".join(f"`[{rule}]` {count}" for rule, count in only_rule.most_common()) or "none") + ".",
-        f"- Honest but rightly refused (tests/security/honest_refused/, capabilities a solution must not have): "
-        f"{len(refused_set)} files, {sum(not r['accepted'] for r in refused_set)} refused.",
+        f"- Honest kernels using a capability (files, environment, processes, threads: tests/security/honest_refused/; "
+        f"the policy refused them before the trust boundary, the sandbox now contains them): "
+        f"{len(refused_set)} files, {sum(not r['accepted'] for r in refused_set)} refused, "
+        f"{sum(r['reward'] > 0 for r in refused_set)} paid.",
         "",
         "## Honest corpus",
         "",
@@ -232,7 +234,7 @@ def report(rows: list[dict], backend: str, mode: str, seed: int | None, elapsed_
         why = "yes" if r["correct"] else f"no: {r['failure']}".replace("|", "\\|")
         lines.append(f"| `{r['file']}` | {r['idiom']} | {'accepted' if r['accepted'] else 'refused'} | "
                      f"{' '.join(f'`[{x}]`' for x in r['rules'])} | {why} | {r['reward']:.3g} |")
-    lines += ["", "## Honest kernels a capability policy rightly refuses", "",
+    lines += ["", "## Honest kernels using a capability the sandbox contains", "",
               "| file | capability | policy | refused by | correct (policy off) | reward |", "|---|---|---|---|---|---|"]
     for r in refused_set:
         capability = r["file"].split("__")[1] if "__" in r["file"] else ""
