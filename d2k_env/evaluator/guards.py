@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -143,6 +144,10 @@ class LaunchCounter:
                 raise RuntimeError("[side-stream] a kernel was launched on another CUDA stream than the one "
                                    "forward was called on: its work would escape the timer")
             recorder = counter.guard.recorder
+            if recorder is not None and threading.get_ident() != recorder.thread:
+                # Another thread's launch while forward is recorded (a warm-up the solution started at
+                # import): no forward call made it, so it is neither recorded nor run.
+                return None
             if recorder is not None and not recorder.benching and not kwargs.get("warmup") and \
                     getattr(getattr(fn, "__code__", None), "co_filename", None) == counter.solution_path:
                 recorder.launch(kernel, args, kwargs, counter._guarded)  # recorded, not run: the replay runs it

@@ -18,6 +18,7 @@ import ast
 import inspect
 import sys
 import textwrap
+import threading
 import types
 
 import torch
@@ -46,6 +47,7 @@ class Recorder:
 
     def __init__(self, inputs: tuple, solution_path: str):
         self.solution_path = solution_path
+        self.thread = threading.get_ident()  # forward's: the thread that records it
         self.inputs = [(x.data_ptr(), _extent_bytes(x)) if isinstance(x, torch.Tensor) else None for x in inputs]
         self.buffers: list[tuple[int, int, str, object]] = []  # (address, nbytes, dtype, fill), in allocation order
         self.steps: list = []
