@@ -131,7 +131,7 @@ class Compiles:
 
         def tune_by_compiling(tuner, *args, **kwargs):
             # On the GPU the tuner times each config and skips those that fail to launch: here each
-            # is compiled, and the first that fits is the one run.
+            # is compiled, and the first that fits stands for the tuner's choice.
             errors = []
             for config in tuner.configs:
                 try:
