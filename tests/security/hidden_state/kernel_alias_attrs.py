@@ -1,8 +1,13 @@
 """Task: per_token_group_quant_fp8
 Backend: both
-Expect on interpreter: any
+Expect on interpreter: paid
 Behind the policy on cuda: any
 Round: holdout6 t12
+
+Under the trust boundary (issue 25) this changes nothing: the cache lives in the recording process,
+which measures and checks nothing, and every input set of a workload stays alive while it is
+recorded, so no address repeats and the cache never hits; the trusted replay runs the file's honest
+kernel on the secret inputs, so it is paid what the honest kernel is paid.
 
 Class: 2 (hidden state kept on the kernel object).
 Idea: the policy refuses ``kernel.attr`` in host code only when the base is the kernel's own name;

@@ -1,7 +1,12 @@
 """Task: per_token_group_quant_fp8
 Backend: interpreter
-Expect: any
+Expect: paid
 Round: holdout6 t03
+
+Under the trust boundary (issue 25) this changes nothing: the cache lives in the recording process,
+which measures and checks nothing, and every input set of a workload stays alive while it is
+recorded, so no address repeats and the cache never hits; the trusted replay runs the file's honest
+kernel on the secret inputs, so it is paid what the honest kernel is paid.
 
 Class: 2 (output replay / caching / hidden state).
 Idea: a module-level ``functools.partial`` with no bound containers passes the partial rule, but
