@@ -15,6 +15,8 @@ from d2k_env.tasks.checks import (CANCELLATION_FLOOR, FLOAT_TOLERANCES, Alternat
                                   compare_output, default_check, dtype_step)
 from d2k_env.tasks.in_place import UpdatedInput, checked_values
 from d2k_env.tasks.matrix_norm import MatrixNormError
+from d2k_env.tasks.properties import (BytesNearRoofline, DesignProperty, MaxLaunches, NoLargeIntermediate,
+                                      UsesDot)
 from d2k_env.tasks.reductions import SumTolerance
 from d2k_env.tasks.rounding_noise import RoundingNoise, noise_sigma
 from d2k_env.tasks.spec import HELDOUT_KINDS, WRONG_SOLUTION_KINDS, Heldout, Output, SpecError, TaskSpec, WrongSolution
@@ -23,4 +25,5 @@ __all__ = ["AccumulationBound", "CANCELLATION_FLOOR", "FLOAT_TOLERANCES", "HELDO
            "Exact", "Heldout", "MatrixNormError", "OneStep", "Output", "OutputCheck", "PerOutput", "Quantised",
            "RelativeError", "Roofline", "RoundingNoise", "SampleAgreement", "SpecError", "SumTolerance", "TaskSpec",
            "Tolerance", "UpdatedInput", "Workload", "WrongSolution", "checked_values", "compare_output",
-           "default_check", "dtype_step", "noise_sigma"]
+           "default_check", "dtype_step", "noise_sigma", "BytesNearRoofline", "DesignProperty", "MaxLaunches",
+           "NoLargeIntermediate", "UsesDot"]

@@ -17,6 +17,7 @@ import torch
 from d2k_env.task import Roofline, Workload
 from d2k_env.tasks.checks import Check, PerOutput
 from d2k_env.tasks.in_place import UpdatedInput, check_updated_inputs
+from d2k_env.tasks.properties import DesignProperty, check_properties
 
 # The wrong solutions generated from every task's reference (d2k_env.tasks.wrong_solutions).
 WRONG_SOLUTION_KINDS = ("tail_mask_dropped", "eps_removed", "output_scaled", "last_row_unwritten", "grid_capped",
@@ -187,6 +188,8 @@ class TaskSpec:
     allocation_limit: Callable[[Workload], int] | None = None
     updated_inputs: Sequence[UpdatedInput] = ()
     wrong_solutions: Mapping[str, WrongSolution] = field(default_factory=dict)
+    # What a solution should realise beyond being right, per guidance layer (d2k_env.tasks.properties).
+    design_properties: Sequence[DesignProperty] = ()
 
     def __post_init__(self):
         for name in ("title", "family", "description"):
@@ -220,6 +223,7 @@ class TaskSpec:
         unlisted = sorted({u.index for u in self.updated_inputs} - set(self.in_place_inputs))
         if unlisted:
             raise SpecError("updated_inputs", "inputs listed in in_place_inputs too", unlisted)
+        check_properties(self.design_properties, SpecError)
         problem = self.check.problem(self.checked_outputs)
         if problem:
             raise SpecError("check", f"a checker of these outputs ({problem})", self.check)
