@@ -2,7 +2,8 @@
 
 import torch
 
-from d2k_env.tasks import Exact, Heldout, Output, PerOutput, Roofline, TaskSpec, Workload, WrongSolution
+from d2k_env.tasks import (BytesNearRoofline, DesignProperty, Exact, Heldout, MaxLaunches, NoLargeIntermediate, Output,
+                           PerOutput, Roofline, TaskSpec, Workload, WrongSolution)
 
 WIDTH = 4
 
@@ -112,6 +113,34 @@ TASK = TaskSpec(
     roofline=roofline,
     check=PerOutput({"new_states": Exact()}),
     heldout=Heldout(HELDOUT_SHAPES, heldout_workloads),
+    # Two launches: new_states is a fresh tensor holding every slot, so the slots no sequence of the
+    # batch owns are copied by a second kernel (the reference: a copy, then the convolution). Bytes
+    # within 2x: on the decode workload the copy and the convolution both touch the owned slots,
+    # up to about 1.6x the roofline's; the eager path's passes over the activations are 3x or more.
+    # A transposed bf16 copy of x is over 0.99x the outputs on the prefill workloads (fp32: 2x).
+    design_properties=[
+        DesignProperty("one_fused_pass", "L1",
+                       "Bias, the taps and SiLU are fused in one pass that reads x once and writes out once; the "
+                       "only other launch copies the state cache",
+                       MaxLaunches(2)),
+        DesignProperty("traffic_near_roofline", "L1",
+                       "DRAM traffic stays near one read of x, one write of out and one read and write of the "
+                       "state cache, not eager's repeated passes over the activations",
+                       BytesNearRoofline(2.0)),
+        DesignProperty("history_from_slot_only", "L1",
+                       "A sequence's window before its first token comes from its cache slot (or zeros when it has "
+                       "no initial state), never from the previous sequence; slot -1 gives zeros, no slot access"),
+        DesignProperty("no_activation_copies", "L2",
+                       "No transposed, history-concatenated or fp32 copy of the activations is allocated: the "
+                       "window is loaded into registers, accumulated in fp32, stored once in bf16",
+                       NoLargeIntermediate(0.5)),
+        DesignProperty("varlen_tiles_located_in_kernel", "L2",
+                       "Token tiles never straddle sequences; the grid is an upper bound from shapes (T / tile + B "
+                       "by channel blocks), each program finds its sequence in-kernel; the last tile writes the state"),
+        DesignProperty("unrolled_taps_shape_tiles", "L3",
+                       "The tap loop is unrolled at compile time; the tile height follows the mean sequence length "
+                       "(one-token tiles for decode, wider channel blocks); token offsets computed in int64"),
+    ],
     wrong_solutions={
         "eps_removed": WrongSolution(skip="no epsilon: a convolution and a SiLU divide by nothing"),
         "output_scaled": WrongSolution(skip="both outputs are bf16: 1 + 1e-3 is a quarter of a step"),

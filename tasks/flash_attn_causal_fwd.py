@@ -4,8 +4,8 @@ FlashAttention's Triton variant)."""
 
 import torch
 
-from d2k_env.tasks import (Heldout, Output, PerOutput, Roofline, RoundingNoise, TaskSpec, Tolerance, Workload,
-                           WrongSolution, noise_sigma)
+from d2k_env.tasks import (DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output, PerOutput, Roofline,
+                           RoundingNoise, TaskSpec, Tolerance, UsesDot, Workload, WrongSolution, noise_sigma)
 
 SOURCES = [
     "Triton python/tutorials/06-fused-attention.py (forward: _attn_fwd, _attn_fwd_inner)",
@@ -134,6 +134,30 @@ TASK = TaskSpec(
     roofline=roofline,
     check=CHECK,
     heldout=Heldout(HELDOUT_SHAPES, heldout_workloads),
+    # The score matrix of all heads is 4N / (2d + 4) times the outputs' bytes (over 2x on every
+    # workload); the reference allocates nothing but o and lse.
+    design_properties=[
+        DesignProperty("online_softmax_no_scores", "L1",
+                       "Online softmax: no score or probability matrix is stored in global memory; each query "
+                       "block keeps a running max, sum and fp32 output, rescaled when the max rises, divided once",
+                       NoLargeIntermediate(0.5)),
+        DesignProperty("causal_tiles_skipped", "L1",
+                       "The key loop of a query block stops at its diagonal: key tiles wholly after the block's "
+                       "last row are never loaded, so about half of the N x N tiles are computed"),
+        DesignProperty("single_fused_kernel", "L2",
+                       "One kernel launch per call computes o and lse together, each written to HBM once",
+                       MaxLaunches(1)),
+        DesignProperty("scores_and_pv_on_tensor_cores", "L2",
+                       "Q.K^T and P.V are tl.dot products accumulated in fp32, the probability tile fed from "
+                       "registers as P.V's bf16 left operand",
+                       UsesDot()),
+        DesignProperty("unmasked_hot_loop", "L3",
+                       "The key loop is split: tiles before the block's first row run with no causal or bounds "
+                       "mask (a compile-time flag), only the diagonal tiles compare positions"),
+        DesignProperty("exp2_folded_scale", "L3",
+                       "exp2 on fp32 scores with 1/sqrt(d) and log2(e) folded into one multiplier; bf16 queries "
+                       "are never pre-scaled; lse converted to natural log once, at the store"),
+    ],
     wrong_solutions={
         "eps_removed": WrongSolution(skip="no epsilon: every query sees at least its own key, so every softmax "
                                           "denominator is at least 1"),

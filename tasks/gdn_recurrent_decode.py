@@ -2,8 +2,8 @@
 
 import torch
 
-from d2k_env.tasks import (Heldout, Output, PerOutput, Roofline, TaskSpec, Tolerance, UpdatedInput, Workload,
-                           WrongSolution)
+from d2k_env.tasks import (BytesNearRoofline, DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output,
+                           PerOutput, Roofline, TaskSpec, Tolerance, UpdatedInput, Workload, WrongSolution)
 
 SOURCES = [
     "vLLM vllm/model_executor/layers/fla/ops/fused_recurrent.py (fused_recurrent_gated_delta_rule)",
@@ -118,6 +118,32 @@ TASK = TaskSpec(
     heldout=Heldout(HELDOUT_SHAPES, heldout_workloads),
     in_place_inputs=(5,),
     updated_inputs=(UpdatedInput(5, "state", torch.float32),),
+    # The roofline is the state read and written once plus the token vectors: what a fused step
+    # moves (q and k re-read per value band come from L2). A gathered copy of the states is
+    # hundreds of times o's bytes (B * HV * K * V fp32 against B * T * HV * V bf16).
+    design_properties=[
+        DesignProperty("fused_single_pass", "L1",
+                       "One launch per call: each state slice is read once, every token of the request applied "
+                       "to it in registers, written back once, outputs emitted on the way",
+                       MaxLaunches(1)),
+        DesignProperty("state_traffic_at_roofline", "L1",
+                       "DRAM traffic is one fp32 read and one write of each request's state plus the token "
+                       "vectors, not a dozen state-sized passes as in eager",
+                       BytesNearRoofline(1.5)),
+        DesignProperty("no_state_copies", "L2",
+                       "No gathered, decayed or updated copy of the states is allocated; the state is updated in "
+                       "place at its request's slot, in fp32",
+                       NoLargeIntermediate(1.0)),
+        DesignProperty("delta_rule_order", "L2",
+                       "Per token: decay S, predict k.S from the decayed state, apply the beta-scaled rank-1 "
+                       "correction, then read out q.S from the updated state; q and k L2-normalised in-kernel"),
+        DesignProperty("value_band_grid", "L3",
+                       "Grid of (value band, request x value head), bands fastest; a program holds all padded K "
+                       "rows by one band of V columns, K masked to a power of two"),
+        DesignProperty("wide_slot_offsets", "L3",
+                       "The slot index is widened to 64 bits before it is multiplied by HV * K * V for the state's "
+                       "address, used for both the load and the store"),
+    ],
     wrong_solutions={
         "output_scaled": WrongSolution(skip="the only output is bf16 (a 1e-3 scale is a quarter of a step); the fp32 "
                                             "state is an updated input, whose bf16 rounding test_in_place_inputs "

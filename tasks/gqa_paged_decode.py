@@ -3,7 +3,8 @@ its whole cached context, gathered through a token-to-slot index (SGLang's Trito
 
 import torch
 
-from d2k_env.tasks import Heldout, Output, PerOutput, Roofline, RoundingNoise, TaskSpec, Workload, WrongSolution, noise_sigma
+from d2k_env.tasks import (BytesNearRoofline, DesignProperty, Heldout, MaxLaunches, Output, PerOutput, Roofline,
+                           RoundingNoise, TaskSpec, UsesDot, Workload, WrongSolution, noise_sigma)
 
 SOURCES = [
     "SGLang python/sglang/srt/layers/attention/triton_ops/decode_attention.py (decode_attention_fwd, grouped kernel)",
@@ -165,6 +166,32 @@ TASK = TaskSpec(
     roofline=roofline,
     check=CHECK,
     heldout=Heldout(HELDOUT_SHAPES, heldout_workloads),
+    # Two launches: the split pass and the merge (flash decoding). No NoLargeIntermediate bound: the
+    # fp32 partials are 4-128x o's bytes as the split count varies with the shapes, while a gathered
+    # copy of the context is only 75x on the smallest smoke workload, so no one fraction separates them.
+    design_properties=[
+        DesignProperty("kv_rows_read_once_per_group", "L1",
+                       "All q heads of a KV head are processed together, so each cached K and V row is read from "
+                       "DRAM once per KV head, not once per q head",
+                       BytesNearRoofline(1.5)),
+        DesignProperty("split_context_then_merge", "L1",
+                       "Flash decoding: each split of the context runs an online softmax on its own and a second, "
+                       "small pass merges the normalised partials weighted by their log-sum-exps",
+                       MaxLaunches(2)),
+        DesignProperty("no_context_copy", "L2",
+                       "K and V rows are gathered through the slot indices tile by tile; no contiguous or "
+                       "head-repeated copy of the context and no score matrix is written to global memory"),
+        DesignProperty("partials_written_once", "L2",
+                       "Each (request, q head, split) partial row and LSE is written by exactly one program, empty "
+                       "splits included with LSE = -inf, so the merge needs no initialisation pass"),
+        DesignProperty("launch_from_shapes", "L2",
+                       "Split count, tiles and grids come from the shapes alone (batch, KV heads, number of slots); "
+                       "no host synchronisation or read of the lengths back to the host"),
+        DesignProperty("padded_group_tensor_cores", "L3",
+                       "The group's query rows are padded (masked) to a tensor-core tile height so Q.K^T and P.V "
+                       "are tl.dot, scores fp32 and only probabilities rounded to bf16 for P.V",
+                       UsesDot()),
+    ],
     wrong_solutions={
         "eps_removed": WrongSolution(skip="no epsilon: every request has at least one token, so every softmax "
                                           "denominator is at least 1"),

@@ -2,7 +2,8 @@
 
 import torch
 
-from d2k_env.tasks import Heldout, Output, PerOutput, Roofline, TaskSpec, Tolerance, Workload, WrongSolution
+from d2k_env.tasks import (BytesNearRoofline, DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output,
+                           PerOutput, Roofline, TaskSpec, Tolerance, Workload, WrongSolution)
 
 SOURCES = [
     "vLLM vllm/attention/ops/triton_merge_attn_states.py",
@@ -93,6 +94,31 @@ TASK = TaskSpec(
     roofline=roofline,
     check=PerOutput({"lse": LSE_CHECK}),
     heldout=Heldout(HELDOUT_SHAPES, heldout_workloads),
+    # A pure stream: the roofline's bytes (inputs read once, outputs written once) are what the fused
+    # kernel moves. An fp32 copy of one input is 2x the outputs' bytes; the reference allocates none.
+    design_properties=[
+        DesignProperty("single_fused_pass", "L1",
+                       "One launch per call reads both outputs and both LSEs and writes the merged output and LSE, "
+                       "instead of eager's separate upcast, scale, add and downcast kernels",
+                       MaxLaunches(1)),
+        DesignProperty("traffic_at_roofline", "L1",
+                       "DRAM traffic is T * H * (6d + 12) bytes: every input byte read once, every output byte "
+                       "written once",
+                       BytesNearRoofline(1.5)),
+        DesignProperty("empty_partition_mapped", "L1",
+                       "An LSE of +inf is replaced by -inf before the max, so an empty partition gets weight 0 and "
+                       "no inf - inf NaN arises"),
+        DesignProperty("no_fp32_copies", "L2",
+                       "No fp32 copy of the outputs, weighted product or stacked LSE/weight tensor reaches global "
+                       "memory: rows go bf16 to registers, are combined in fp32, stored as bf16",
+                       NoLargeIntermediate(0.5)),
+        DesignProperty("scales_once_per_pair", "L2",
+                       "A program owns a tile of (token, head) pairs with full d; each pair's merged LSE and two "
+                       "scales are computed once and broadcast across its d lanes"),
+        DesignProperty("masked_tile_wide_offsets", "L3",
+                       "A 2D tile of several pairs by the head dim padded to a power of two under a mask, each "
+                       "program moving tens of KB; row offsets (t * H + h) * d computed in int64"),
+    ],
     wrong_solutions={
         # Small problems get one token per program (enough programs to fill the GPU), so no tail is
         # masked on the smoke shapes; whole-GPU-sized tiles put 32 tokens in a program, 37 tokens overrun.

@@ -4,7 +4,8 @@ columns are also the value (SGLang's Triton decode backend, MLA path)."""
 
 import torch
 
-from d2k_env.tasks import Heldout, Output, PerOutput, Roofline, RoundingNoise, TaskSpec, Workload, WrongSolution, noise_sigma
+from d2k_env.tasks import (DesignProperty, Heldout, MaxLaunches, Output, PerOutput, Roofline, RoundingNoise, TaskSpec,
+                           UsesDot, Workload, WrongSolution, noise_sigma)
 
 SOURCES = [
     "SGLang python/sglang/srt/layers/attention/triton_ops/decode_attention.py (decode_attention_fwd with Lk = 576, "
@@ -159,6 +160,31 @@ TASK = TaskSpec(
     roofline=roofline,
     check=CHECK,
     heldout=Heldout(HELDOUT_SHAPES, heldout_workloads),
+    # Two launches: the split pass and the merge. No byte or intermediate bound: the cache is read
+    # once per head block (8 blocks at 128 heads, served from L2 only as far as the launch order
+    # allows), and the fp32 partials are 6-66x o's bytes as the split count follows the shapes.
+    design_properties=[
+        DesignProperty("latent_tile_is_key_and_value", "L1",
+                       "Each gathered latent tile is used on chip both as the key of the score product and as the "
+                       "value of the P.V product; no separate value copy is read or built"),
+        DesignProperty("split_kv_then_merge", "L1",
+                       "Online softmax over splits of the context, then a second small pass merging the "
+                       "normalised partials by their log-sum-exps",
+                       MaxLaunches(2)),
+        DesignProperty("no_cache_copies", "L2",
+                       "Cached rows are gathered through the slot indices tile by tile; no gathered, upcast or "
+                       "split latent/rotary copy of the cache and no score matrix reaches global memory"),
+        DesignProperty("head_block_per_program", "L2",
+                       "A program owns one request, a block of heads (at least a tensor-core tile tall) and one "
+                       "split, so each cached row is read once per head block, not once per head"),
+        DesignProperty("two_dots_one_score", "L3",
+                       "The score is a latent tl.dot plus a separate rotary tl.dot, both in fp32; the query parts "
+                       "are not concatenated into one padded 576-wide operand",
+                       UsesDot()),
+        DesignProperty("exp2_and_wide_slots", "L3",
+                       "Softmax scale and log2(e) folded into one multiplier with exp2; slot indices widened to 64 "
+                       "bits before multiplying by the row stride; tail rows masked to -inf"),
+    ],
     wrong_solutions={
         "eps_removed": WrongSolution(skip="no epsilon: every request has at least one token, so every softmax "
                                           "denominator is at least 1"),

@@ -4,7 +4,8 @@ import math
 
 import torch
 
-from d2k_env.tasks import Heldout, Output, Roofline, TaskSpec, Workload, WrongSolution
+from d2k_env.tasks import (BytesNearRoofline, DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output,
+                           Roofline, TaskSpec, UsesDot, Workload, WrongSolution)
 from d2k_env.tasks.inverse_residual import InverseResidual
 
 CHUNK = 64
@@ -151,6 +152,33 @@ TASK = TaskSpec(
     roofline=roofline,
     check=InverseResidual(inverse_blocks, "Ai", REL_TOL, what="each (chunk, head) matrix I + A"),
     heldout=Heldout(HELDOUT_SHAPES, heldout_workloads),
+    # A in fp32 is exactly the output's size; the reference allocates only the output, in one launch
+    # with no zero-filling pass, and moves the roofline's bytes (each program reads its chunk's keys,
+    # betas and gates once and writes its inverse rows once).
+    design_properties=[
+        DesignProperty("a_never_in_memory", "L1",
+                       "A is never written to global memory: each block of A is computed from the chunk's keys, "
+                       "betas and gates in the program that uses it",
+                       NoLargeIntermediate(0.5)),
+        DesignProperty("block_forward_substitution", "L1",
+                       "The chunk is split into diagonal blocks; only their small inverses use row substitution, "
+                       "the blocks below the diagonal come from block forward substitution as matrix products"),
+        DesignProperty("one_program_per_chunk_head", "L2",
+                       "One launch: a program per (chunk, head) forms A's blocks, inverts and stores every inverse "
+                       "row, zeros above the diagonal included, with no separate zero-fill pass",
+                       MaxLaunches(1)),
+        DesignProperty("inputs_read_once", "L2",
+                       "DRAM traffic is one read of the keys, betas and gates and one write of the fp32 inverse "
+                       "rows: key tiles are loaded once and reused from registers for every block of A",
+                       BytesNearRoofline(1.5)),
+        DesignProperty("ieee_fp32_block_products", "L3",
+                       "Key products are tl.dot on bf16 operands; every product of fp32 blocks asks for full fp32 "
+                       "(input_precision='ieee'), not the tf32 default",
+                       UsesDot()),
+        DesignProperty("masked_exponent_wide_offsets", "L3",
+                       "The gate difference is masked to the strictly lower part before the exponential (no "
+                       "overflow times zero NaN); token offsets times heads times head dim are 64-bit"),
+    ],
     wrong_solutions={
         "eps_removed": WrongSolution(skip="no epsilon: a unit triangular matrix is always invertible"),
         "fixed_width_block": WrongSolution(skip="the output's last dimension is the chunk size, 64, on every shape"),
