@@ -3,7 +3,7 @@
 import torch
 
 from d2k_env.tasks import (DesignProperty, Heldout, MaxLaunches, Output, PerOutput, Roofline, TaskSpec, UsesDot,
-                          Workload, WrongSolution)
+                           Workload, WrongSolution)
 from d2k_env.tasks.accumulated_error import AccumulatedError
 
 SOURCES = [
@@ -117,8 +117,9 @@ TASK = TaskSpec(
                        "The GEMMs load activation rows by slot index from hidden_states: no permuted copy of the "
                        "activations, no per-expert output buffers, no scatter-add"),
         DesignProperty("silu_in_gate_up_epilogue", "L1",
-                       "Gate and up columns of the same outputs are accumulated in fp32 in one program and SiLU(gate) * "
-                       "up applied in its epilogue: the [slots, 2I] gate/up product is never written to memory"),
+                       "Gate and up columns of the same outputs are accumulated in fp32 in one program and "
+                       "SiLU(gate) * up applied in its epilogue: the [slots, 2I] gate/up product is never written to "
+                       "memory"),
         DesignProperty("weight_in_down_epilogue", "L2",
                        "The router weight scales each slot's row in the down GEMM's epilogue, and each token's k rows "
                        "are summed in fp32 and rounded once to bf16"),

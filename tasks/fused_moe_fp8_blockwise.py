@@ -4,7 +4,7 @@
 import torch
 
 from d2k_env.tasks import (DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output, PerOutput, Roofline,
-                          TaskSpec, UsesDot, Workload, WrongSolution)
+                           TaskSpec, UsesDot, Workload, WrongSolution)
 from d2k_env.tasks.accumulated_error import AccumulatedError
 
 SOURCES = [
@@ -125,8 +125,9 @@ TASK = TaskSpec(
     },
     design_properties=[
         DesignProperty("scales_on_block_products", "L1",
-                       "Each 128-wide K block's raw fp8 dot is scaled by the outer product of its row (activation) and "
-                       "column (weight) scales and added to an fp32 accumulator; the dot never accumulates across blocks"),
+                       "Each 128-wide K block's raw fp8 dot is scaled by the outer product of its row (activation) "
+                       "and column (weight) scales and added to an fp32 accumulator; the dot never accumulates across "
+                       "blocks"),
         # 1x the output: one expert's dequantised weights exceed it on the smoke and decode workloads (11-26x), while
         # the slot list padded to any BLOCK_M up to 128 stays under it (the reference's largest: 0.11x, smoke).
         DesignProperty("never_dequantised", "L1",

@@ -3,7 +3,7 @@
 import torch
 
 from d2k_env.tasks import (DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output, Roofline, TaskSpec,
-                          Workload, WrongSolution)
+                           Workload, WrongSolution)
 from d2k_env.tasks.order_free import OrderFreeWithin
 
 SOURCES = [

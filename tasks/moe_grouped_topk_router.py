@@ -3,7 +3,7 @@
 import torch
 
 from d2k_env.tasks import (DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output, Roofline, TaskSpec,
-                          Tolerance, Workload, WrongSolution)
+                           Tolerance, Workload, WrongSolution)
 from d2k_env.tasks.topk_sets import TopKSelection, is_grouped_top_k
 
 SOURCES = [
