@@ -2,7 +2,8 @@
 
 import torch
 
-from d2k_env.tasks import AccumulationBound, Heldout, Output, Roofline, TaskSpec, Workload, WrongSolution
+from d2k_env.tasks import (AccumulationBound, DesignProperty, Heldout, NoLargeIntermediate, Output, Roofline, TaskSpec,
+                           UsesDot, Workload, WrongSolution)
 
 SOURCES = [
     "vLLM vllm/model_executor/layers/quantization/awq_triton.py (awq_gemm_kernel, awq_dequantize_kernel)",
@@ -125,4 +126,29 @@ TASK = TaskSpec(
                                                 "that fails it: over a hundred programs per evaluation on the "
                                                 "interpreter. The GPU draw has such a shape"),
     },
+    design_properties=[
+        # 64x the output: the dequantised fp16 weights are 77-448x it on three of the five workloads (smoke 5x384x72
+        # and both decode shapes), while a split-K fp32 workspace of up to 32 splits (2 * splits x) still fits; the
+        # reference's largest is 10x (5 splits, 64x28672x8192).
+        DesignProperty("dequant_in_registers", "L1",
+                       "The weights are dequantised tile by tile inside the K loop, in registers: no dequantised "
+                       "weight matrix is written to memory",
+                       NoLargeIntermediate(64)),
+        DesignProperty("exact_dequant", "L1",
+                       "Each weight is (code - zero) in integers, times its group's fp16 scale in fp32, rounded once "
+                       "to fp16 before the dot: the same operand the eager dequantisation builds"),
+        DesignProperty("word_expanded_by_shift", "L2",
+                       "Each packed int32 word (weights and zero points alike) is loaded once per tile and expanded to "
+                       "its eight columns by a per-column shift and a 0xF mask"),
+        DesignProperty("split_k_fixed_order", "L2",
+                       "Decode batches split K into ranges of whole groups; the fp32 partials are summed in a fixed "
+                       "order by a second pass that rounds once to fp16, with no atomics"),
+        DesignProperty("fp16_tensor_cores", "L3",
+                       "The dequantised fp16 tile feeds tl.dot with an fp32 accumulator, the K step dividing the group "
+                       "so that each step loads one row of zero points and scales",
+                       UsesDot()),
+        DesignProperty("shifts_outside_k_loop", "L3",
+                       "Each column's nibble shift (AWQ order 0, 4, 1, 5, 2, 6, 3, 7) is computed from the column "
+                       "index once per program, outside the K loop, not looked up per step"),
+    ],
 )

@@ -2,7 +2,8 @@
 
 import torch
 
-from d2k_env.tasks import Heldout, Output, PerOutput, Roofline, TaskSpec, Workload, WrongSolution
+from d2k_env.tasks import (DesignProperty, Heldout, MaxLaunches, Output, PerOutput, Roofline, TaskSpec, UsesDot,
+                           Workload, WrongSolution)
 from d2k_env.tasks.accumulated_error import AccumulatedError
 
 SOURCES = [
@@ -109,4 +110,29 @@ TASK = TaskSpec(
         "eps_removed": WrongSolution(skip="no epsilon: SiLU and sums never divide by a data-dependent value"),
         "output_scaled": WrongSolution(skip="the only output is bf16: 1 + 1e-3 is a quarter of a step"),
     },
+    # No NoLargeIntermediate: the one-row-per-slot act and expert outputs the design keeps are up to k = 8 times
+    # the output, more than the double-width gate/up product on some workloads, so no fraction separates them.
+    design_properties=[
+        DesignProperty("gather_rows_by_slot", "L1",
+                       "The GEMMs load activation rows by slot index from hidden_states: no permuted copy of the "
+                       "activations, no per-expert output buffers, no scatter-add"),
+        DesignProperty("silu_in_gate_up_epilogue", "L1",
+                       "Gate and up columns of the same outputs are accumulated in fp32 in one program and "
+                       "SiLU(gate) * up applied in its epilogue: the [slots, 2I] gate/up product is never written to "
+                       "memory"),
+        DesignProperty("weight_in_down_epilogue", "L2",
+                       "The router weight scales each slot's row in the down GEMM's epilogue, and each token's k rows "
+                       "are summed in fp32 and rounded once to bf16"),
+        DesignProperty("routing_on_device", "L2",
+                       "The expert-sorted slot list, padded per expert to whole M tiles, is built on the device with "
+                       "grids sized from shapes: no host synchronisation, tiles past the padded total exit at once"),
+        # Three routing kernels, the two GEMMs and the top-k sum: a loop over experts launches E times or more.
+        DesignProperty("launches_independent_of_experts", "L3",
+                       "A fixed handful of launches per call, whatever the number of experts: no per-expert loop",
+                       MaxLaunches(6)),
+        DesignProperty("gemms_on_tensor_cores", "L3",
+                       "Both grouped GEMMs run on the tensor cores through tl.dot with fp32 accumulators, tiles chosen "
+                       "on the host from tokens per expert",
+                       UsesDot()),
+    ],
 )

@@ -3,7 +3,8 @@
 
 import torch
 
-from d2k_env.tasks import Heldout, Output, PerOutput, Roofline, TaskSpec, Workload, WrongSolution
+from d2k_env.tasks import (DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output, PerOutput, Roofline,
+                           TaskSpec, UsesDot, Workload, WrongSolution)
 from d2k_env.tasks.accumulated_error import AccumulatedError
 
 SOURCES = [
@@ -122,4 +123,31 @@ TASK = TaskSpec(
         "eps_removed": WrongSolution(skip="no epsilon in the GEMM (the inputs' scales are given)"),
         "output_scaled": WrongSolution(skip="the only output is bf16: 1 + 1e-3 is a quarter of a step"),
     },
+    design_properties=[
+        DesignProperty("scales_on_block_products", "L1",
+                       "Each 128-wide K block's raw fp8 dot is scaled by the outer product of its row (activation) "
+                       "and column (weight) scales and added to an fp32 accumulator; the dot never accumulates across "
+                       "blocks"),
+        # 1x the output: one expert's dequantised weights exceed it on the smoke and decode workloads (11-26x), while
+        # the slot list padded to any BLOCK_M up to 128 stays under it (the reference's largest: 0.11x, smoke).
+        DesignProperty("never_dequantised", "L1",
+                       "No dequantised copy of the weights (not even one expert's) exists in memory: no buffer besides "
+                       "the output is larger than the output",
+                       NoLargeIntermediate(1.0)),
+        DesignProperty("gather_rows_by_slot", "L2",
+                       "Activation rows and their scales are gathered by slot index inside the GEMM from the expert-"
+                       "sorted slot list: no permuted copy of a_q or a_scale, no repeated-out scale tensor"),
+        DesignProperty("k_step_is_scale_block", "L2",
+                       "The K step is exactly the 128-wide quantisation block: one activation scale per tile row and "
+                       "one weight scale per tile column are loaded per iteration"),
+        # Three routing kernels and one GEMM: a loop over experts, or a separate dequantise pass, launches more.
+        DesignProperty("one_grouped_gemm_launch", "L3",
+                       "Three small routing launches and one grouped GEMM per call, sized from shapes with no host "
+                       "synchronisation: no per-expert loop",
+                       MaxLaunches(4)),
+        DesignProperty("fp8_tensor_core_dot", "L3",
+                       "tl.dot takes the fp8 e4m3 tiles as loaded (weights read K-major by addressing, no transposed "
+                       "copy) and returns fp32 that is scaled outside the dot",
+                       UsesDot()),
+    ],
 )

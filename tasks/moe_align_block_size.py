@@ -2,7 +2,8 @@
 
 import torch
 
-from d2k_env.tasks import Heldout, Output, Roofline, TaskSpec, Workload, WrongSolution
+from d2k_env.tasks import (DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output, Roofline, TaskSpec,
+                           Workload, WrongSolution)
 from d2k_env.tasks.order_free import OrderFreeWithin
 
 SOURCES = [
@@ -103,4 +104,29 @@ TASK = TaskSpec(
                  "workloads' length (262144) is too long for the interpreter's held-out shapes; grid_capped "
                  "catches a kernel that covers a fixed span"),
     },
+    design_properties=[
+        DesignProperty("counting_sort", "L1",
+                       "A counting sort: a histogram of slots per expert, a scan of the block-padded counts and a "
+                       "scatter, each linear in the slots; no comparison sort (argsort, torch.sort) of the ids"),
+        # 0.5 of the outputs: the reference's only scratch, 2E counters, is at most 0.14x of them; a one-hot
+        # [slots, E] matrix exceeds 0.5 on every workload, an argsort's int64 indices on all but the decode one.
+        DesignProperty("only_expert_counters", "L2",
+                       "Besides the outputs only O(E) scratch is allocated (counts, next free positions): no one-hot "
+                       "[slots, E] matrix, rank array or sorted copy of the ids",
+                       NoLargeIntermediate(0.5)),
+        # Count, layout (which rescans the counts itself) and scatter; a single-program kernel with barriers is 1.
+        DesignProperty("scan_inside_layout_pass", "L2",
+                       "Every layout program rescans the few hundred counts in registers rather than a separate scan "
+                       "launch, and writes the sentinels itself: at most three launches per call",
+                       MaxLaunches(3)),
+        DesignProperty("atomic_positions", "L3",
+                       "The scatter takes each slot's position from the value returned by an atomic add on its "
+                       "expert's next-free counter: no within-expert ranking or prefix sum"),
+        DesignProperty("block_owner_by_compare", "L3",
+                       "A block's expert is the count of range ends at or before its first position (a [blocks, "
+                       "experts] compare summed per row), the expert axis padded to a power of two and masked"),
+        DesignProperty("no_host_sync", "L3",
+                       "Grids and buffers are sized from shapes alone (the worst-case padded length), never from the "
+                       "ids: no host synchronisation in forward"),
+    ],
 )

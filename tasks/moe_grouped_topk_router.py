@@ -2,7 +2,8 @@
 
 import torch
 
-from d2k_env.tasks import Heldout, Output, Roofline, TaskSpec, Tolerance, Workload, WrongSolution
+from d2k_env.tasks import (DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output, Roofline, TaskSpec,
+                           Tolerance, Workload, WrongSolution)
 from d2k_env.tasks.topk_sets import TopKSelection, is_grouped_top_k
 
 SOURCES = [
@@ -119,4 +120,27 @@ TASK = TaskSpec(
         "fixed_width_block": WrongSolution(skip=f"every row is {TOP_K} wide on every shape: one block of that width "
                                                 "is the honest kernel"),
     },
+    design_properties=[
+        DesignProperty("one_pass_per_token", "L1",
+                       "Sigmoid, bias, group scores, group and expert choice, weight gather and renormalisation all "
+                       "happen in one kernel: a single launch per call",
+                       MaxLaunches(1)),
+        DesignProperty("weights_from_unbiased_scores", "L1",
+                       "The bias steers only the choice: the weights are the chosen experts' unbiased sigmoid scores, "
+                       "renormalised over the k and scaled, in fp32"),
+        DesignProperty("consistent_tie_break", "L1",
+                       "Every top-k round takes the maximum, then the lowest index holding it, then masks that "
+                       "candidate out: ties go to the lower index and no candidate is taken twice"),
+        # 1x the outputs (k weights and ids per token, 64 B): a [T, E] tensor is 16x them; the reference has none.
+        DesignProperty("only_ids_and_weights_in_memory", "L2",
+                       "No [T, E] intermediate (scores, biased scores, masks, a masked copy) exists in memory: the "
+                       "logits are read once and only the ids and weights are written",
+                       NoLargeIntermediate(1.0)),
+        DesignProperty("group_tile_in_registers", "L2",
+                       "Logits are held as a [tokens, groups, experts-per-group] register tile; group scores (top two "
+                       "per group) are reductions along its contiguous innermost axis"),
+        DesignProperty("rows_per_program_by_batch", "L3",
+                       "Rows per program are chosen on the host from the token count: one row per program for decode "
+                       "batches, a few rows per program for large ones; no autotuning, no host synchronisation"),
+    ],
 )

@@ -2,8 +2,8 @@
 
 import torch
 
-from d2k_env.tasks import (Heldout, Output, PerOutput, Quantised, RelativeError, Roofline, TaskSpec, Workload,
-                           WrongSolution)
+from d2k_env.tasks import (BytesNearRoofline, DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output,
+                           PerOutput, Quantised, RelativeError, Roofline, TaskSpec, Workload, WrongSolution)
 
 SOURCES = [
     "vLLM vllm/model_executor/layers/quantization/utils/fp8_utils.py (per_token_group_quant_fp8, column_major_scales)",
@@ -91,4 +91,30 @@ TASK = TaskSpec(
         # shapes; 32 rows per program overrun 5 and 37 rows.
         "tail_mask_dropped": WrongSolution(edits=(("MIN_PROGRAMS = 264", "MIN_PROGRAMS = 1"),)),
     },
+    design_properties=[
+        DesignProperty("one_fused_launch", "L1",
+                       "SiLU * up and the group quantisation are one kernel: a single launch per call, no separate "
+                       "activation, quantisation or scale-transpose kernel",
+                       MaxLaunches(1)),
+        DesignProperty("fp32_product", "L1",
+                       "The product SiLU(gate) * up is formed, reduced to its group amax and quantised in fp32, never "
+                       "rounded to bf16 first"),
+        # 0.5 of the outputs (codes and scales, about M * I bytes): the bf16 product alone is 1.9x them, the fp32
+        # one 3.9x; the reference allocates only its outputs.
+        DesignProperty("product_never_in_memory", "L2",
+                       "The product, its absolute values and per-group maxima never reach memory: nothing besides the "
+                       "codes and scales is allocated",
+                       NoLargeIntermediate(0.5)),
+        DesignProperty("column_major_scale_store", "L2",
+                       "A program owns consecutive rows of one group and writes their scales into the column-major "
+                       "[groups, M] layout as one contiguous vector store: no row-major scales and transpose"),
+        # Memory-bound, each byte touched once: the roofline's bytes are what the fused kernel moves.
+        DesignProperty("input_read_once", "L2",
+                       "Each input byte is read once and each code and scale written once: DRAM traffic within 1.5x of "
+                       "the roofline's bytes",
+                       BytesNearRoofline(1.5)),
+        DesignProperty("exp_silu_clamped_cast", "L3",
+                       "SiLU uses one exponential and one division in fp32, rows use 64-bit offsets, and values are "
+                       "clamped to +-448 before the cast to float8_e4m3fn"),
+    ],
 )

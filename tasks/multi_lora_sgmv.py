@@ -2,7 +2,8 @@
 
 import torch
 
-from d2k_env.tasks import AccumulationBound, Heldout, Output, Roofline, TaskSpec, Workload, WrongSolution
+from d2k_env.tasks import (AccumulationBound, DesignProperty, Heldout, MaxLaunches, Output, Roofline, TaskSpec,
+                           UsesDot, Workload, WrongSolution)
 
 SOURCES = [
     "vLLM vllm/lora/ops/triton_ops/lora_shrink_op.py, lora_expand_op.py, kernel_utils.py (Punica SGMV in Triton)",
@@ -146,4 +147,27 @@ TASK = TaskSpec(
                                                 "that fails it, hundreds of programs per evaluation on the "
                                                 "interpreter. The GPU draw has such a shape"),
     },
+    design_properties=[
+        # One shrink and one expand launch: a per-adapter loop launches 2 * L or more.
+        DesignProperty("one_launch_per_stage", "L1",
+                       "Every adapter's work is done in one launch per stage (shrink, expand): at most two launches "
+                       "per call, no loop over adapters",
+                       MaxLaunches(2)),
+        DesignProperty("shrink_then_expand", "L1",
+                       "The delta is (x A^T) B^T: the shrink reduces H to r fp32 values per token and the expand "
+                       "widens them; no per-adapter product B A is formed"),
+        DesignProperty("base_added_in_expand", "L1",
+                       "The expand adds the scaled delta to base in fp32 registers and rounds once, writing each "
+                       "output row once: no delta tensor, no initialisation pass over y"),
+        DesignProperty("segment_row_tiles", "L2",
+                       "Row tiles cover the adapter segments of the sorted order (about T / BLOCK_M + L + 1 of them, "
+                       "each in one segment), rows gathered through sorted_tokens; no adapters x T grid"),
+        DesignProperty("rank_one_tile_on_mma", "L3",
+                       "Both stages use tl.dot on bf16 tiles, the rank padded to the MMA minimum as one tile, so the "
+                       "expand has no K loop",
+                       UsesDot()),
+        DesignProperty("config_from_shapes", "L3",
+                       "Row tile, rank tile and the split of H for a skinny shrink are chosen on the host from shapes "
+                       "alone: no autotuning, no host synchronisation"),
+    ],
 )

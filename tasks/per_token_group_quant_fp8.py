@@ -2,8 +2,8 @@
 
 import torch
 
-from d2k_env.tasks import (Heldout, Output, PerOutput, Quantised, RelativeError, Roofline, TaskSpec, Workload,
-                           WrongSolution)
+from d2k_env.tasks import (BytesNearRoofline, DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output,
+                           PerOutput, Quantised, RelativeError, Roofline, TaskSpec, Workload, WrongSolution)
 
 SOURCES = [
     "vLLM vllm/model_executor/layers/quantization/utils/fp8_utils.py (per_token_group_quant_fp8)",
@@ -99,4 +99,30 @@ TASK = TaskSpec(
         # on the smoke shapes; 16 groups per program overrun the 21 groups of 7x384.
         "tail_mask_dropped": WrongSolution(edits=(("MIN_PROGRAMS = 264", "MIN_PROGRAMS = 1"),)),
     },
+    design_properties=[
+        DesignProperty("one_pass_per_group", "L1",
+                       "One pass per 128-value group: load, amax, scale, clamp and cast all in registers, in a single "
+                       "launch per call",
+                       MaxLaunches(1)),
+        DesignProperty("spec_arithmetic", "L1",
+                       "The scale is max(amax, 1e-10) / 448 in fp32, and x / scale is clamped to +-448 before the cast "
+                       "to float8_e4m3fn, so an all-zero group gives zero codes, never NaN"),
+        # 0.5 of the outputs (q and the scales, about M * K bytes): an fp32 copy of x is 3.9x them, |x| in bf16
+        # 1.9x; the reference allocates only its outputs.
+        DesignProperty("nothing_materialised", "L2",
+                       "No fp32 copy of x, |x|, amax, quotient or clamped tensor exists in memory: nothing besides q "
+                       "and the scales is allocated",
+                       NoLargeIntermediate(0.5)),
+        # Memory-bound, each byte touched once: the roofline's bytes are what the one-pass kernel moves.
+        DesignProperty("each_byte_once", "L2",
+                       "x is read once and q and the scales written once: DRAM traffic within 1.5x of the roofline's "
+                       "bytes",
+                       BytesNearRoofline(1.5)),
+        DesignProperty("groups_per_program_from_count", "L3",
+                       "Each program quantises several groups as a [G, 128] tile, the group the contiguous inner axis, "
+                       "with G chosen on the host from the group count so every SM still gets several programs"),
+        DesignProperty("int64_offsets", "L3",
+                       "The flat group (or row) index is widened to 64 bits before it is multiplied by 128 or the row "
+                       "stride"),
+    ],
 )

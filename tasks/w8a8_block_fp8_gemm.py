@@ -2,7 +2,8 @@
 
 import torch
 
-from d2k_env.tasks import AccumulationBound, Heldout, Output, Roofline, TaskSpec, Workload, WrongSolution
+from d2k_env.tasks import (AccumulationBound, DesignProperty, Heldout, Output, Roofline, TaskSpec, UsesDot, Workload,
+                           WrongSolution)
 
 SOURCES = [
     "vLLM vllm/model_executor/layers/quantization/utils/fp8_utils.py (w8a8_block_fp8_matmul)",
@@ -136,4 +137,29 @@ TASK = TaskSpec(
                                                 "that fails it: 500 programs and 30-80 s per evaluation on the "
                                                 "interpreter. The GPU draw has such a shape"),
     },
+    # No NoLargeIntermediate or MaxLaunches: the guidance allows a split-K workspace (2 x splits times the output)
+    # and its reduction launch for decode, while dequantised weights are only 0.375x the output at 4096x24576x1536
+    # and a dequantise pass is one launch more: no bound separates them.
+    design_properties=[
+        DesignProperty("never_dequantised", "L1",
+                       "Neither operand is dequantised, in memory or in registers: the fp8 codes go into tl.dot as "
+                       "loaded, and the scales multiply the dot's result"),
+        DesignProperty("fresh_partial_per_k_block", "L1",
+                       "Each 128-wide K block's dot yields a fresh fp32 partial that is scaled by the outer product of "
+                       "the row and column-block scales and added to an fp32 accumulator; the dot never accumulates "
+                       "across blocks"),
+        DesignProperty("weights_read_k_major", "L2",
+                       "Weight tiles are read as K-by-N views of the output-major [N, K] weights by addressing: no "
+                       "transposed or contiguous copy of B is made"),
+        DesignProperty("grouped_program_order", "L2",
+                       "Programs run in grouped (swizzled) order, a band of row tiles walking one column of weight "
+                       "tiles, so the shared operand tiles come from L2"),
+        DesignProperty("fp8_tensor_core_dot", "L3",
+                       "The K step equals the 128-wide scale block and each step runs one tl.dot of fp8 e4m3 tiles "
+                       "with an fp32 result",
+                       UsesDot()),
+        DesignProperty("decode_fills_every_sm", "L3",
+                       "Tiles are chosen on the host from M without autotuning; for decode batches one row tile covers "
+                       "M and narrow column tiles or a K split give every SM programs"),
+    ],
 )
