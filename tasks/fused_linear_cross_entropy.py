@@ -3,8 +3,8 @@ weight, in bounded memory (the logits of every token are never held at once)."""
 
 import torch
 
-from d2k_env.tasks import (DesignProperty, Heldout, NoLargeIntermediate, Output, PerOutput, Roofline, TaskSpec, Tolerance,
-                           UsesDot, Workload, WrongSolution)
+from d2k_env.tasks import (DesignProperty, Heldout, NoLargeIntermediate, Output, PerOutput, Roofline, TaskSpec,
+                           Tolerance, UsesDot, Workload, WrongSolution)
 from d2k_env.tasks.normwise import NormwiseError
 
 IGNORE_INDEX = -100
@@ -107,19 +107,19 @@ GRAD_CHECK = NormwiseError(
 # bf16 logits are 0.25-1.9x on every workload but 9x32x1100 (0.14x), where the allocation limit fails
 # them anyway. The launch count grows with the number of chunks (34-90 on the GPU): no MaxLaunches.
 PROPERTIES = [
-    DesignProperty("chunked_logits", "L1", "The [BT, V] logits never exist at once: tokens go through in chunks whose "
-                   "logits buffer is about the size of h in fp32, projected into both gradients before the next chunk",
-                   NoLargeIntermediate(0.2)),
+    DesignProperty("chunked_logits", "L1", "The [BT, V] logits never exist at once: tokens go through in chunks "
+                   "whose logits buffer is about the size of h in fp32, projected into both gradients before the "
+                   "next chunk", NoLargeIntermediate(0.2)),
     DesignProperty("online_lse", "L1", "Each row's maximum and sum of exponentials are carried together in one pass "
                    "over its logits in fp32 (the sum rescaled when the maximum grows); a second pass writes dz"),
-    DesignProperty("one_buffer_dz_in_place", "L2", "One chunk buffer is allocated before the loop and reused; the row "
-                   "kernel overwrites its logits with dz in place, and both gradient GEMMs read that buffer"),
+    DesignProperty("one_buffer_dz_in_place", "L2", "One chunk buffer is allocated before the loop and reused; the "
+                   "row kernel overwrites its logits with dz in place, and both gradient GEMMs read that buffer"),
     DesignProperty("grad_w_fp32_epilogue", "L2", "grad_W is accumulated in fp32 in the GEMM's epilogue (the first "
                    "chunk writes, later ones add), and transposes of the head and dz are strides, never copies"),
     DesignProperty("tensor_core_gemms", "L3", "The three GEMMs (logits, grad_h, grad_W) run on tensor cores: tl.dot "
                    "on bf16 tiles with fp32 accumulation and int64 addresses", UsesDot()),
-    DesignProperty("count_on_device", "L3", "The number of tokens with a target is counted by a kernel into a device "
-                   "scalar the row kernel loads: no host sync, and every launch depends only on the shapes"),
+    DesignProperty("count_on_device", "L3", "The number of tokens with a target is counted by a kernel into a "
+                   "device scalar the row kernel loads: no host sync, and every launch depends only on the shapes"),
 ]
 
 

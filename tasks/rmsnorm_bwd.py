@@ -2,8 +2,8 @@
 
 import torch
 
-from d2k_env.tasks import (BytesNearRoofline, DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output, PerOutput,
-                           Roofline, SumTolerance, TaskSpec, Workload, WrongSolution)
+from d2k_env.tasks import (BytesNearRoofline, DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output,
+                           PerOutput, Roofline, SumTolerance, TaskSpec, Workload, WrongSolution)
 
 EPS = 1e-6  # the forward's: it is inside rstd, which make_inputs computes
 SOURCES = [
@@ -95,14 +95,16 @@ PROPERTIES = [
     DesignProperty("dw_partials_not_atomics", "L1", "dW is reduced through per-program fp32 partial rows summed by "
                    "one small second kernel, not an atomic add per element or a column kernel re-reading dy and x",
                    MaxLaunches(2)),
-    DesignProperty("traffic_at_floor", "L1", "DRAM traffic is near 6*M*N bytes: dy and x read once, dx written once, "
-                   "the partial dW rows a few MB", BytesNearRoofline(1.3)),
+    DesignProperty("traffic_at_floor", "L1", "DRAM traffic is near 6*M*N bytes: dy and x read once, dx written "
+                   "once, the partial dW rows a few MB", BytesNearRoofline(1.3)),
     DesignProperty("no_mn_fp32_temporary", "L2", "No M-by-N temporary (x_hat, g, their product, fp32 dx) goes to "
-                   "global memory; the only extra buffer is the programs-by-N fp32 partial dW", NoLargeIntermediate(1.0)),
-    DesignProperty("contiguous_row_blocks", "L2", "Each program walks a contiguous block of rows, all columns, loading "
-                   "the weight once and carrying its partial dW in fp32 registers across its rows, written once"),
-    DesignProperty("grid_from_sm_count", "L3", "The grid is a small multiple of the SM count read from the device, rows "
-                   "per program are computed on the host and passed in, and row offsets are int64"),
+                   "global memory; the only extra buffer is the programs-by-N fp32 partial dW",
+                   NoLargeIntermediate(1.0)),
+    DesignProperty("contiguous_row_blocks", "L2", "Each program walks a contiguous block of rows, all columns, "
+                   "loading the weight once and carrying its partial dW in fp32 registers across its rows, written "
+                   "once"),
+    DesignProperty("grid_from_sm_count", "L3", "The grid is a small multiple of the SM count read from the device, "
+                   "rows per program are computed on the host and passed in, and row offsets are int64"),
 ]
 
 
