@@ -3,7 +3,8 @@ weight, in bounded memory (the logits of every token are never held at once)."""
 
 import torch
 
-from d2k_env.tasks import Heldout, Output, PerOutput, Roofline, TaskSpec, Tolerance, Workload, WrongSolution
+from d2k_env.tasks import (DesignProperty, Heldout, NoLargeIntermediate, Output, PerOutput, Roofline, TaskSpec,
+                           Tolerance, UsesDot, Workload, WrongSolution)
 from d2k_env.tasks.normwise import NormwiseError
 
 IGNORE_INDEX = -100
@@ -102,6 +103,26 @@ GRAD_CHECK = NormwiseError(
         "move a row by about 2^-8 of its terms' norm; the baseline's grad_W is rounded to bf16 once more. A dropped "
         "chunk, a missing 1/n or a missing one-hot term moves rows by far more")
 
+# 0.2x the outputs: the reference's chunk buffer is at most 0.15x of them (48x32x300), while the full
+# bf16 logits are 0.25-1.9x on every workload but 9x32x1100 (0.14x), where the allocation limit fails
+# them anyway. The launch count grows with the number of chunks (34-90 on the GPU): no MaxLaunches.
+PROPERTIES = [
+    DesignProperty("chunked_logits", "L1", "The [BT, V] logits never exist at once: tokens go through in chunks "
+                   "whose logits buffer is about the size of h in fp32, projected into both gradients before the "
+                   "next chunk", NoLargeIntermediate(0.2)),
+    DesignProperty("online_lse", "L1", "Each row's maximum and sum of exponentials are carried together in one pass "
+                   "over its logits in fp32 (the sum rescaled when the maximum grows); a second pass writes dz"),
+    DesignProperty("one_buffer_dz_in_place", "L2", "One chunk buffer is allocated before the loop and reused; the "
+                   "row kernel overwrites its logits with dz in place, and both gradient GEMMs read that buffer"),
+    DesignProperty("grad_w_fp32_epilogue", "L2", "grad_W is accumulated in fp32 in the GEMM's epilogue (the first "
+                   "chunk writes, later ones add), and transposes of the head and dz are strides, never copies"),
+    DesignProperty("tensor_core_gemms", "L3", "The three GEMMs (logits, grad_h, grad_W) run on tensor cores: tl.dot "
+                   "on bf16 tiles with fp32 accumulation and int64 addresses", UsesDot()),
+    DesignProperty("count_on_device", "L3", "The number of tokens with a target is counted by a kernel into a "
+                   "device scalar the row kernel loads: no host sync, and every launch depends only on the shapes"),
+]
+
+
 TASK = TaskSpec(
     title="Fused linear cross-entropy (loss, grad_h, grad_W)",
     family="fusion",
@@ -125,4 +146,5 @@ TASK = TaskSpec(
         "last_row_unwritten": WrongSolution(skip="the first output, the loss, is 0-d: it has no rows"),
         "fixed_width_block": WrongSolution(skip="the first output, the loss, is 0-d: it has no columns"),
     },
+    design_properties=PROPERTIES,
 )

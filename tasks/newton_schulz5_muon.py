@@ -2,7 +2,8 @@
 
 import torch
 
-from d2k_env.tasks import Heldout, MatrixNormError, Output, PerOutput, Roofline, TaskSpec, Workload, WrongSolution
+from d2k_env.tasks import (DesignProperty, Heldout, MatrixNormError, MaxLaunches, Output, PerOutput, Roofline, TaskSpec,
+                           UsesDot, Workload, WrongSolution)
 
 SOURCES = [
     "Muon optimizer (KellerJordan/Muon muon.py: zeropower_via_newtonschulz5)",
@@ -85,6 +86,26 @@ X_CHECK = MatrixNormError(
         "column 1.0")
 
 
+# 17 launches: two for the normalisation (partial sums of squares, then the scale) and one per product,
+# three per step over five steps, each over the whole batch. One launch per matrix (up to 128 of them)
+# or an elementwise kernel for either linear combination goes past it. No NoLargeIntermediate: the
+# iterates are output-sized by design, and the task allows keeping them in fp32.
+PROPERTIES = [
+    DesignProperty("batched_fused_launches", "L1", "Each product is one launch over the whole batch with the linear "
+                   "combinations in its epilogue: at most 2 normalisation launches plus 3 per step", MaxLaunches(17)),
+    DesignProperty("symmetric_half_products", "L1", "Only tiles on and below the diagonal of X X^T and of b A + c A "
+                   "A are computed, each off-diagonal tile stored twice (in place and mirrored)"),
+    DesignProperty("epilogue_combinations", "L2", "b A + c (A A) and a X + B X are formed on the fp32 accumulator, "
+                   "reading the second term's tile in the epilogue and rounding once: no unscaled product is stored"),
+    DesignProperty("transposes_as_strides", "L2", "X^T in the Gram product and a tall input's transpose are read "
+                   "and written through swapped strides: no transpose kernel or transposed copy"),
+    DesignProperty("tensor_core_gemms", "L3", "The products run on tensor cores: tl.dot on bf16 tiles of about 128 "
+                   "rows and columns with fp32 accumulation and a pipelined K loop", UsesDot()),
+    DesignProperty("grouped_batched_grid", "L3", "The matrix index is a second grid axis and program ids map to "
+                   "tiles in groups of row tiles, so a column band of the right operand is reused from L2"),
+]
+
+
 TASK = TaskSpec(
     title="Muon's Newton-Schulz orthogonalisation (5 steps, bf16)",
     family="optimizer",
@@ -109,4 +130,5 @@ TASK = TaskSpec(
             skip="an unwritten tail of the output inherits the reference's own freed buffers on the "
                  "interpreter (the answer or the previous iterate), so whether it fails depends on malloc"),
     },
+    design_properties=PROPERTIES,
 )

@@ -2,7 +2,8 @@
 
 import torch
 
-from d2k_env.tasks import Heldout, Output, PerOutput, Roofline, SumTolerance, TaskSpec, Workload, WrongSolution
+from d2k_env.tasks import (BytesNearRoofline, DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output,
+                           PerOutput, Roofline, SumTolerance, TaskSpec, Workload, WrongSolution)
 
 EPS = 1e-6  # the forward's: it is inside rstd, which make_inputs computes
 SOURCES = [
@@ -84,6 +85,29 @@ DW_CHECK = SumTolerance(
         "largest |dW| on 32768 rows, while rounding x_hat, the products or partial sums to bf16 moves it 1.7e-3 "
         "or more")
 
+# Two launches, not one: the guidance's dW path is per-program partials summed by a tiny second kernel
+# (atomics are not rejected outright, but a second launch is the design). 1.0x the outputs: the partial
+# dW buffer (programs x N fp32) is 0.86x the outputs on the smoke shapes, where a program has two rows,
+# while any M-by-N fp32 temporary is 1.7x or more on every workload.
+PROPERTIES = [
+    DesignProperty("rstd_reused", "L1", "rstd is read from its input, one scalar per row, never recomputed from x: "
+                   "no extra pass over x or row reduction for the statistics"),
+    DesignProperty("dw_partials_not_atomics", "L1", "dW is reduced through per-program fp32 partial rows summed by "
+                   "one small second kernel, not an atomic add per element or a column kernel re-reading dy and x",
+                   MaxLaunches(2)),
+    DesignProperty("traffic_at_floor", "L1", "DRAM traffic is near 6*M*N bytes: dy and x read once, dx written "
+                   "once, the partial dW rows a few MB", BytesNearRoofline(1.3)),
+    DesignProperty("no_mn_fp32_temporary", "L2", "No M-by-N temporary (x_hat, g, their product, fp32 dx) goes to "
+                   "global memory; the only extra buffer is the programs-by-N fp32 partial dW",
+                   NoLargeIntermediate(1.0)),
+    DesignProperty("contiguous_row_blocks", "L2", "Each program walks a contiguous block of rows, all columns, "
+                   "loading the weight once and carrying its partial dW in fp32 registers across its rows, written "
+                   "once"),
+    DesignProperty("grid_from_sm_count", "L3", "The grid is a small multiple of the SM count read from the device, "
+                   "rows per program are computed on the host and passed in, and row offsets are int64"),
+]
+
+
 TASK = TaskSpec(
     title="RMSNorm backward (dx and fp32 dW)",
     family="normalisation",
@@ -99,4 +123,5 @@ TASK = TaskSpec(
     heldout=Heldout(HELDOUT_SHAPES, heldout_workloads),
     wrong_solutions={"eps_removed": WrongSolution(
         skip="eps is inside the forward's rstd, an input: the backward has no eps of its own")},
+    design_properties=PROPERTIES,
 )

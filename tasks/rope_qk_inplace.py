@@ -2,7 +2,8 @@
 
 import torch
 
-from d2k_env.tasks import Heldout, PerOutput, Roofline, TaskSpec, UpdatedInput, Workload, WrongSolution
+from d2k_env.tasks import (BytesNearRoofline, DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, PerOutput,
+                           Roofline, TaskSpec, UpdatedInput, Workload, WrongSolution)
 from d2k_env.tasks.normwise import NormwiseError
 
 SOURCES = [
@@ -116,6 +117,27 @@ def heldout_workloads(rng, smoke):
 _NO_OUTPUT = ("forward returns no output: q and k, the task's result, are updated inputs, checked after the call "
               "(tests/solutions/wrong/rope_qk_inplace_*.py leave rows of them unwritten)")
 
+# The task has no outputs (q and k are updated in place): NoLargeIntermediate's bound is then a fraction
+# of a byte, so any buffer forward allocates fails it; the reference allocates none.
+PROPERTIES = [
+    DesignProperty("one_launch_q_and_k", "L1", "q and k are rotated in the same single launch, sharing each token's "
+                   "position and cos/sin row, not one launch each", MaxLaunches(1)),
+    DesignProperty("in_place_no_copies", "L1", "Each head is rotated where it lies: no rotate-half copy, "
+                   "concatenation, copy of q or k, or cos/sin gathered and expanded per head is allocated",
+                   NoLargeIntermediate(0.1)),
+    DesignProperty("traffic_at_floor", "L1", "DRAM traffic is near the floor: every q and k head read once and "
+                   "written once, plus one cos/sin row and one position per token", BytesNearRoofline(1.3)),
+    DesignProperty("cache_row_once_per_token", "L2", "Each program owns one token: it loads the position and its "
+                   "cos/sin row once and reuses them from registers for every query and key head of the token"),
+    DesignProperty("head_tiles_by_strides", "L2", "A token's heads are a [heads, half-width] tile, looping over "
+                   "head blocks inside the program (the grid is the token count), addressed through the tensors' "
+                   "strides"),
+    DesignProperty("masked_int64_offsets", "L3", "Blocks are next powers of two with every load and store masked on "
+                   "head and column; the token index and the position are widened to int64 before multiplying "
+                   "strides"),
+]
+
+
 TASK = TaskSpec(
     title="RoPE on q and k, in place",
     family="fusion",
@@ -139,4 +161,5 @@ TASK = TaskSpec(
                                                             "fails the held-out shape with d past 128 (its slowest "
                                                             "frequencies unrotated, at positions up to 65536)"),
     },
+    design_properties=PROPERTIES,
 )

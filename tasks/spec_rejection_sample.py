@@ -4,7 +4,8 @@ import math
 
 import torch
 
-from d2k_env.tasks import Heldout, Output, Roofline, TaskSpec, Workload, WrongSolution
+from d2k_env.tasks import (BytesNearRoofline, DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output,
+                           Roofline, TaskSpec, Workload, WrongSolution)
 from d2k_env.tasks.rejection_sampling import RejectionSampled
 
 SOURCES = [
@@ -102,6 +103,30 @@ def heldout_workloads(rng, smoke):
     return [Workload(f"{b}x{k}x{v}", {"B": b, "drafts": k, "V": v}) for b, k, v in shapes]
 
 
+# The roofline is one rejected row per request, which the reference never exceeds; scoring every draft
+# position reads 1.5x (128x2x129280) to 6x (32x8x151936) that. The outputs are a few tokens per request,
+# so the per-(request, slice) partial winners are up to 3.6x their bytes on the GPU workloads: 16x leaves
+# margin and still fails any vocabulary-wide buffer (residual weights, scores), 4*B*V bytes or more.
+PROPERTIES = [
+    DesignProperty("walk_before_race", "L1", "The acceptance walk runs first, and only the first rejected position "
+                   "of each request has its target, draft and noise rows read: no position after it, none for a "
+                   "request that accepts all", BytesNearRoofline(1.3)),
+    DesignProperty("exponential_race", "L1", "The resample is one streaming argmax of max(p_target - p_draft, 0) / "
+                   "q over the vocabulary: no normalisation, cumulative sum or sort"),
+    DesignProperty("no_vocabulary_buffers", "L2", "No vocabulary-sized buffer (residual weights, scores) goes to "
+                   "global memory: the only scratch is one partial winner, score and index, per request and slice",
+                   NoLargeIntermediate(16)),
+    DesignProperty("sliced_race_then_combine", "L2", "Rows are split into vocabulary slices, one program each, "
+                   "every program repeating the cheap walk; one small kernel combines the partial winners and "
+                   "writes the rows", MaxLaunches(2)),
+    DesignProperty("first_max_tie_rule", "L3", "Ties go to the smallest token index within a tile, across tiles "
+                   "(replace only on a strictly greater score) and across slices; masked lanes get a score below "
+                   "any real one"),
+    DesignProperty("device_side_sizes_int64_rows", "L3", "Draft counts and the rejection point are read in the "
+                   "kernels (no host sync, the walk a runtime loop), and row offsets are formed in int64"),
+]
+
+
 TASK = TaskSpec(
     title="Speculative decoding rejection sampling",
     family="sampling",
@@ -119,4 +144,5 @@ TASK = TaskSpec(
         "eps_removed": WrongSolution(skip="no epsilon: a zero draft probability rejects by rule, never divides"),
         "output_scaled": WrongSolution(skip="the only output is integer token ids"),
     },
+    design_properties=PROPERTIES,
 )

@@ -2,7 +2,8 @@
 
 import torch
 
-from d2k_env.tasks import Alternative, Heldout, Output, PerOutput, Roofline, TaskSpec, Workload, WrongSolution
+from d2k_env.tasks import (Alternative, BytesNearRoofline, DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate,
+                           Output, PerOutput, Roofline, TaskSpec, Workload, WrongSolution)
 
 SOURCES = [
     "Liger-Kernel src/liger_kernel/ops/swiglu.py (_swiglu_forward_kernel, _swiglu_backward_kernel)",
@@ -81,6 +82,26 @@ def heldout_workloads(rng, smoke):
     return [Workload(f"{m}x{i}", {"M": m, "I": i}) for m, i in shapes]
 
 
+# 0.1x the outputs: a contiguous copy of the gate or up half, or any one materialised temporary (silu,
+# dc * b, the silu derivative), is a third of the outputs' bytes or more.
+PROPERTIES = [
+    DesignProperty("one_pass_three_outputs", "L1", "One kernel launch computes c, da and db in a single pass over "
+                   "a, b and dc, the three outputs sharing one fp32 sigmoid", MaxLaunches(1)),
+    DesignProperty("silu_grad_from_sigmoid", "L1", "The silu derivative is formed from the same sigmoid as s * (1 + "
+                   "a * (1 - s)): one exponential per element, no second sigmoid or exp"),
+    DesignProperty("traffic_at_floor", "L1", "DRAM traffic is near 12 bytes per element: a, b and dc read once, c, "
+                   "da and db written once", BytesNearRoofline(1.3)),
+    DesignProperty("nothing_materialised", "L2", "Neither silu, dc * b, the silu derivative nor a contiguous copy "
+                   "of the gate or up half is written to global memory: a and b are read through the packed strided "
+                   "views", NoLargeIntermediate(0.1)),
+    DesignProperty("row_column_programs", "L2", "Each program owns a run of columns within one row, addressed as "
+                   "row * stride + column (no flat index divided by the width), with the column-block count from "
+                   "the width"),
+    DesignProperty("int64_rows_streaming_loads", "L3", "The row index is cast to int64 before it multiplies the "
+                   "stride, the three input streams load with evict_first, and each thread moves 16-byte vectors"),
+]
+
+
 TASK = TaskSpec(
     title="SwiGLU forward and backward",
     family="normalisation",
@@ -101,4 +122,5 @@ TASK = TaskSpec(
         "output_scaled": WrongSolution(
             skip="every output is bf16: a change of 1e-3 is a quarter of a bf16 step, inside the one-step bound"),
     },
+    design_properties=PROPERTIES,
 )

@@ -4,7 +4,8 @@ import math
 
 import torch
 
-from d2k_env.tasks import Heldout, Output, Roofline, TaskSpec, Workload, WrongSolution
+from d2k_env.tasks import (DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output, Roofline, TaskSpec,
+                           Workload, WrongSolution)
 from d2k_env.tasks.sampling_masks import TopKTopPMask
 
 SOURCES = [
@@ -116,6 +117,27 @@ def heldout_workloads(rng, smoke):
     return out
 
 
+# No BytesNearRoofline: the search re-reads each row about a dozen times and, with 80 MB of rows in
+# flight, later passes partly come from HBM (the reference's docstring): its traffic is well above the
+# one-read, one-write roofline by design.
+PROPERTIES = [
+    DesignProperty("selection_by_counting", "L1", "No sort: each cut is a threshold value found by counting logits "
+                   "(or summing their mass) at many candidate keys per pass over the row, then one masking pass"),
+    DesignProperty("exact_ordered_keys", "L1", "Logits are searched as int keys that order like the floats "
+                   "(negative magnitudes flipped, -0.0 folded into +0.0), so each cut is the key of an existing "
+                   "logit and ties are kept together"),
+    DesignProperty("one_launch_row_per_program", "L2", "One launch with one program per row; whether a row needs "
+                   "its top-k or top-p search is read from k and p inside the kernel", MaxLaunches(1)),
+    DesignProperty("no_global_scratch", "L2", "No sorted copy, permutation index, softmax or cumulative sum goes to "
+                   "global memory: only scalars (row maximum, interval, cuts, total mass) pass between passes",
+                   NoLargeIntermediate(0.1)),
+    DesignProperty("device_while_search", "L3", "The search is a device-side while loop on the interval width with "
+                   "32-bit keys in the [tile, candidates] compare, and masked tail lanes load -inf"),
+    DesignProperty("max_shifted_mass", "L3", "Masses are exp(x - row max) in fp32, with a finite stand-in for an "
+                   "all -inf row, and the survivors' total mass is summed the same way as the search statistics"),
+]
+
+
 TASK = TaskSpec(
     title="Top-k / top-p logit masking",
     family="sampling",
@@ -132,4 +154,5 @@ TASK = TaskSpec(
     wrong_solutions={
         "eps_removed": WrongSolution(skip="no epsilon: masses are compared with p, and counts with k, exactly"),
     },
+    design_properties=PROPERTIES,
 )
