@@ -219,9 +219,10 @@ class Judge:
                     "rubric": RUBRIC_VERSION, "prompt": PROMPT_VERSION, "model": self.model}
         return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
-    def judge(self, task: Task, solution: str, findings: Mapping[str, Finding] | None = None) -> Verdict:
-        """The verdict on ``solution`` (its source text) for ``task``; ``findings``: the automatic ones
-        by property id (:func:`d2k_env.tasks.properties.findings`)."""
+    def judge(self, task: Task, solution_source: str, findings: Mapping[str, Finding] | None = None) -> Verdict:
+        """The verdict on ``solution_source`` for ``task``; ``findings``: the automatic ones by property
+        id (:func:`d2k_env.tasks.properties.findings`); an ``unchecked`` one settles nothing."""
+        solution = solution_source
         properties = list(task.spec.design_properties)
         if not properties:
             raise JudgeError(f"task {task.id} has no design properties: nothing to judge")

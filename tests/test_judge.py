@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from d2k_env.cli import main
-from d2k_env.judge import RUBRIC_VERSION, Budget, Judge, JudgeBudgetError
+from d2k_env.judge import RUBRIC_VERSION, Budget, Judge, JudgeBudgetError, JudgeError
 from d2k_env.task import load_task
 from d2k_env.tasks.properties import DesignProperty, Finding, MaxLaunches
 from mock_openai import MockChatServer
@@ -116,6 +116,28 @@ def test_a_second_call_with_the_same_key_makes_no_request(env_vars, task, soluti
         Judge(base_url=server.url, cache_dir=tmp_path).judge(task, solution + "\n# changed\n", LAUNCHED_ONCE)
         Judge(base_url=server.url, model="other-model", cache_dir=tmp_path).judge(task, solution, LAUNCHED_ONCE)
         assert len(server.requests) == 3  # another solution, another model: other keys
+        for path in tmp_path.glob("*.json"):
+            path.write_text('{"half a verdict')  # a damaged cache file is a miss, and rewritten
+        assert not Judge(base_url=server.url, cache_dir=tmp_path).judge(task, solution, LAUNCHED_ONCE).cached
+        assert len(server.requests) == 4
+        assert Judge(base_url=server.url, cache_dir=tmp_path).judge(task, solution, LAUNCHED_ONCE).cached
+
+
+def test_an_unchecked_finding_settles_nothing(env_vars, task, solution):
+    unchecked = {"one_launch": Finding("unchecked", "launches are counted by the replay only")}
+    with MockChatServer(lambda body: answer({**JUDGED, "one_launch": "partly"})) as server:
+        verdict = Judge(base_url=server.url).judge(task, solution, unchecked)
+    assert asked(server.requests[0]) == ["one_launch", *JUDGED]
+    one = next(p for p in verdict.properties if p.id == "one_launch")
+    assert (one.score, one.source, one.automatic) == ("partly", "judge", "unchecked")
+
+
+def test_a_task_without_properties_is_refused(env_vars, task, solution, monkeypatch):
+    monkeypatch.setattr(task, "spec", replace(task.spec, design_properties=()))
+    with MockChatServer(lambda body: answer(JUDGED)) as server:
+        with pytest.raises(JudgeError, match="has no design properties: nothing to judge"):
+            Judge(base_url=server.url).judge(task, solution)
+    assert not server.requests
 
 
 def test_the_budget_stops_the_judge_with_a_clear_error(env_vars, task, solution):
