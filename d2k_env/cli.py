@@ -455,15 +455,22 @@ def cmd_judge(args) -> int:
     task = load_task(args.task)
     if not task.spec.design_properties:
         raise UsageError(f"task {args.task} has no design properties yet: nothing to judge")
-    try:
-        from d2k_env.judge import Budget, Judge
+    from d2k_env.judge import Budget, Judge, read_findings
+
+    findings = {}
+    if args.findings:
+        try:
+            findings = read_findings(json.loads(Path(args.findings).read_text()), list(task.spec.design_properties))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--findings {args.findings}: {exc}") from None
+    try:  # the client needs the agents extra
         judge = Judge(model=args.model, base_url=args.base_url, cache_dir=args.cache,
                       budget=Budget(args.max_requests, args.max_total_tokens), confirm=args.confirm,
                       max_retries=args.max_retries, timeout_s=args.request_timeout)
     except ImportError as exc:
         return _missing_extra(exc)
     try:
-        verdict = judge.judge(task, path.read_text())
+        verdict = judge.judge(task, path.read_text(), findings)
     finally:
         judge.close()
     for p in verdict.properties:
@@ -472,6 +479,8 @@ def cmd_judge(args) -> int:
         fraction = "n/a" if s["realised_fraction"] is None else f"{s['realised_fraction']:.2f}"
         print(f"{layer}: realised {fraction} ({s['realised']} realised, {s['partly']} partly, {s['not']} not, "
               f"{s['unjudged']} unjudged of {s['properties']})")
+    if verdict.agreement["checked"]:
+        print(f"agreement with the automatic checks: {verdict.agreement['agree']} of {verdict.agreement['checked']}")
     print(f"judge {verdict.model}, rubric {verdict.rubric_version}, prompt {verdict.prompt_version}: "
           + ("from the cache" if verdict.cached else f"{verdict.usage['requests']} request(s), "
                                                     f"{verdict.usage['total_tokens']} tokens"))
@@ -629,6 +638,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache", help="a folder of cached verdicts: the same solution, properties, model and "
                                    "rubric again make no request")
     p.add_argument("--json", help="also write the verdict as JSON here")
+    p.add_argument("--findings", help='automatic findings as JSON, {"<property id>": {"status": "realised" | '
+                                      '"not realised" | "unchecked", "detail": "..."}}: they settle their properties')
     p.add_argument("--confirm", type=_at_least(0), default=0,
                    help="also ask the model, blind, about this many automatically settled properties (agreement)")
     p.add_argument("--max-requests", type=_at_least(1), help="the judge's request budget")

@@ -43,7 +43,7 @@ from typing import Any, Mapping
 from d2k_env.agents.base import TokenUsage
 from d2k_env.reply import mask_reasoning
 from d2k_env.task import Task
-from d2k_env.tasks.properties import LAYERS, DesignProperty, Finding
+from d2k_env.tasks.properties import LAYERS, STATUSES, DesignProperty, Finding
 
 RUBRIC_VERSION = "1"
 PROMPT_VERSION = "1"
@@ -185,6 +185,22 @@ def read_answer(text: str | None, asked: set[str]) -> tuple[dict[str, tuple[str,
     if missing := sorted(asked - set(got) - wrong):
         problems.append(f"no entry for {', '.join(missing)}")
     return got, "; ".join(dict.fromkeys(problems)) or None
+
+
+def read_findings(data: Any, properties: list[DesignProperty]) -> dict[str, Finding]:
+    """Findings from JSON data, ``{"<property id>": {"status": ..., "detail": ...}}``; ValueError
+    naming the first thing wrong (an id the task lacks, a status not one of STATUSES, no detail)."""
+    if not isinstance(data, dict):
+        raise ValueError('findings: a JSON object {"<property id>": {"status": ..., "detail": ...}}')
+    ids = [p.id for p in properties]
+    out = {}
+    for pid, f in data.items():
+        if pid not in ids:
+            raise ValueError(f"findings: {pid!r} is no property of the task (its properties: {', '.join(ids)})")
+        if not (isinstance(f, dict) and f.get("status") in STATUSES and isinstance(f.get("detail"), str)):
+            raise ValueError(f"findings: {pid}: an object with status ({', '.join(STATUSES)}) and detail (text)")
+        out[pid] = Finding(f["status"], _one_line(f["detail"]))
+    return out
 
 
 class Judge:

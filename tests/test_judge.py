@@ -173,16 +173,21 @@ def test_confirming_a_settled_property_blind_counts_agreement(env_vars, task, so
 def test_cli_prints_each_property_and_the_per_layer_summary(env_vars, task, solution, tmp_path, capsys):
     path = tmp_path / "solution.py"
     path.write_text(solution)
+    findings = tmp_path / "findings.json"
+    findings.write_text(json.dumps({"one_launch": {"status": "realised", "detail": "1 launch per call"}}))
     with MockChatServer(lambda body: answer({**JUDGED, "one_launch": "realised"})) as server:
         code = main(["judge", "fused_add_rmsnorm", str(path), "--base-url", server.url, "--model", "judge-model",
-                     "--cache", str(tmp_path / "cache"), "--json", str(tmp_path / "verdict.json")])
+                     "--cache", str(tmp_path / "cache"), "--json", str(tmp_path / "verdict.json"),
+                     "--findings", str(findings), "--confirm", "1"])
     out = capsys.readouterr().out.splitlines()
     assert code == 0
-    assert out[0] == "one_launch\tL1\trealised\tone_launch because of line 3"
+    assert out[0] == "one_launch\tL1\trealised\t1 launch per call"
+    assert out[1] == "residual_once\tL1\tpartly\tresidual_once because of line 3"
     assert out[4] == "fp32_sum\tL3\tnot\tfp32_sum because of line 3"
-    assert out[5:8] == ["L1: realised 0.50 (1 realised, 1 partly, 0 not, 0 unjudged of 2)",
+    assert out[5:9] == ["L1: realised 0.50 (1 realised, 1 partly, 0 not, 0 unjudged of 2)",
                         "L2: realised 1.00 (1 realised, 0 partly, 0 not, 0 unjudged of 1)",
-                        "L3: realised 0.50 (1 realised, 0 partly, 1 not, 0 unjudged of 2)"]
+                        "L3: realised 0.50 (1 realised, 0 partly, 1 not, 0 unjudged of 2)",
+                        "agreement with the automatic checks: 1 of 1"]
     saved = json.loads((tmp_path / "verdict.json").read_text())
     assert saved["model"] == "judge-model" and saved["summary"]["L2"]["realised_fraction"] == 1.0
 
@@ -195,3 +200,20 @@ def test_cli_refuses_a_task_without_properties(env_vars, task, tmp_path, capsys,
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.strip() == "error: task fused_add_rmsnorm has no design properties yet: nothing to judge"
+
+
+@pytest.mark.parametrize("findings, message", [
+    ('{"launches": {"status": "realised", "detail": "1"}}', "'launches' is no property of the task"),
+    ('{"one_launch": {"status": "yes", "detail": "1"}}', "one_launch: an object with status"),
+    ('["one_launch"]', "a JSON object"),
+    ("{not json", "Expecting property name"),
+])
+def test_cli_refuses_bad_findings_before_any_request(env_vars, task, solution, tmp_path, capsys, findings, message):
+    (tmp_path / "solution.py").write_text(solution)
+    (tmp_path / "findings.json").write_text(findings)
+    with MockChatServer(lambda body: answer(JUDGED)) as server:
+        code = main(["judge", "fused_add_rmsnorm", str(tmp_path / "solution.py"), "--base-url", server.url,
+                     "--findings", str(tmp_path / "findings.json")])
+    assert code == 2 and not server.requests
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --findings {tmp_path / 'findings.json'}: ") and message in err
