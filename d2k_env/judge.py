@@ -143,8 +143,10 @@ def build_prompt(task: Task, solution: str, asked: list[DesignProperty], facts: 
     guidance = "\n\n".join(f"## {layer}\n{task.guidance(layer)}" for layer in layers)
     known = "\n".join(f"- {p.id} ({p.layer}, {p.text}): {f.status}; {f.detail}" for p, f in facts) or "(none)"
     wanted = "\n".join(f"- {p.id} [{p.layer}]: {p.text}" for p in asked)
+    # A fence longer than any run of backticks in the solution: its text cannot close the block early.
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", solution)), default=0))
     return (f"# Task: {task.id}\n{task.description}\n\n# Design guidance\n{guidance}\n\n"
-            f"# The solution (solution.py)\n```python\n{solution.rstrip()}\n```\n\n"
+            f"# The solution (solution.py)\n{fence}python\n{solution.rstrip()}\n{fence}\n\n"
             f"# Automatic findings (measured by the evaluator: take them as true)\n{known}\n\n"
             f"# Properties to judge\n{wanted}\n\n# Answer\n{RUBRIC}\n"
             'Reply with one JSON object and nothing else: {"properties": [{"id": "<property id>", '
