@@ -455,7 +455,8 @@ def cmd_judge(args) -> int:
     task = load_task(args.task)
     if not task.spec.design_properties:
         raise UsageError(f"task {args.task} has no design properties yet: nothing to judge")
-    from d2k_env.judge import Budget, Judge, read_findings
+    from d2k_env.judge import Budget, Judge
+    from d2k_env.judge_prompt import read_findings
 
     findings = {}
     if args.findings:

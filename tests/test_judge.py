@@ -8,7 +8,8 @@ from dataclasses import replace
 import pytest
 
 from d2k_env.cli import main
-from d2k_env.judge import RUBRIC_VERSION, Budget, Judge, JudgeBudgetError, JudgeError, build_prompt
+from d2k_env.judge import RUBRIC_VERSION, Budget, Judge, JudgeBudgetError, JudgeError
+from d2k_env.judge_prompt import build_prompt
 from d2k_env.task import load_task
 from d2k_env.tasks.properties import DesignProperty, Finding, MaxLaunches
 from mock_openai import MockChatServer
@@ -101,8 +102,8 @@ def test_an_answer_never_usable_is_recorded_unjudged_with_the_reason(env_vars, t
     assert len(server.requests) == 3
     scores = {p.id: (p.score, p.reason) for p in verdict.properties}
     assert scores.pop("one_launch")[0] == "realised"  # the finding still settles its property
-    assert all(score == "unjudged" and 'not a JSON object with a "properties" list' in reason and "after 3 requests" in reason
-               for score, reason in scores.values())
+    assert all(score == "unjudged" and 'not a JSON object with a "properties" list' in reason
+               and "after 3 requests" in reason for score, reason in scores.values())
     assert verdict.summary()["L2"]["realised_fraction"] is None
     assert not list(tmp_path.iterdir())  # not cached: a later call asks again
 
