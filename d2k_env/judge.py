@@ -45,7 +45,7 @@ from d2k_env.agents.base import TokenUsage
 from d2k_env.judge_prompt import (PROMPT_VERSION, RUBRIC_VERSION, SCORES, SYSTEM_PROMPT, UNJUDGED, build_prompt,
                                   read_answer)
 from d2k_env.task import Task
-from d2k_env.tasks.properties import LAYERS, DesignProperty, Finding
+from d2k_env.tasks.properties import LAYERS, STATUSES, DesignProperty, Finding
 
 _FROM_FINDING = {"realised": "realised", "not realised": "not"}
 
@@ -160,6 +160,10 @@ class Judge:
         if not properties:
             raise JudgeError(f"task {task.id} has no design properties: nothing to judge")
         findings = dict(findings or {})
+        for pid, finding in findings.items():
+            if pid not in {p.id for p in properties} or finding.status not in STATUSES:
+                raise ValueError(f"finding {pid}: {finding.status!r} for a property of task {task.id}? Findings name "
+                                 f"its properties ({', '.join(p.id for p in properties)}), with a status of {STATUSES}")
         key = self.key(task, solution, findings)
         if (cached := self._cached(key)) is not None:
             return cached
@@ -187,7 +191,7 @@ class Judge:
                                                 finding.status if finding else None))
         verdict = Verdict(task.id, self.model, key, tuple(verdicts), {"checked": checked, "agree": agree},
                           self.usage.minus(before).to_dict())
-        if all(v.score != UNJUDGED for v in verdicts):
+        if why is None:  # every question answered (confirmations too): the same key needs no request again
             self._store(verdict)
         return verdict
 

@@ -141,6 +141,15 @@ def test_a_task_without_properties_is_refused(env_vars, task, solution, monkeypa
     assert not server.requests
 
 
+@pytest.mark.parametrize("findings", [{"launches": Finding("realised", "1 launch")},
+                                      {"one_launch": Finding("fine", "1 launch")}])
+def test_a_finding_for_no_property_or_of_no_status_is_refused(env_vars, task, solution, findings):
+    with MockChatServer(lambda body: answer(JUDGED)) as server:
+        with pytest.raises(ValueError, match="Findings name its properties"):
+            Judge(base_url=server.url).judge(task, solution, findings)
+    assert not server.requests
+
+
 def test_the_budget_stops_the_judge_with_a_clear_error(env_vars, task, solution):
     with MockChatServer(lambda body: {"content": "not json"}) as server:
         judge = Judge(base_url=server.url, budget=Budget(requests=2))
@@ -175,6 +184,16 @@ def test_confirming_a_settled_property_blind_counts_agreement(env_vars, task, so
     one = next(p for p in verdict.properties if p.id == "one_launch")
     assert (one.score, one.source, one.judged) == ("realised", "automatic", model_says)  # the finding decides
     assert verdict.agreement == {"checked": 1, "agree": agree}
+
+
+def test_an_unanswered_confirmation_counts_nowhere_and_is_not_cached(env_vars, task, solution, tmp_path):
+    with MockChatServer(lambda body: answer(JUDGED)) as server:  # never answers about one_launch
+        verdict = Judge(base_url=server.url, confirm=1, cache_dir=tmp_path).judge(task, solution, LAUNCHED_ONCE)
+    assert len(server.requests) == 3  # max_attempts: the first question, then two for one_launch alone
+    assert server.requests[2]["messages"][-1]["content"].endswith("for these properties only: one_launch.")
+    one = next(p for p in verdict.properties if p.id == "one_launch")
+    assert (one.score, one.judged) == ("realised", None) and verdict.agreement == {"checked": 0, "agree": 0}
+    assert not list(tmp_path.iterdir())
 
 
 def test_cli_prints_each_property_and_the_per_layer_summary(env_vars, task, solution, tmp_path, capsys):
