@@ -21,8 +21,8 @@ The protocol:
   in all; then each is recorded ``unjudged`` with the reason, never guessed.
 - Complete verdicts are cached as JSON files under ``cache_dir``, keyed by sha256 of the task id,
   the solution text, the property list, the findings, ``confirm``, the rubric and prompt versions
-  and the model: the same key again makes no request. A verdict with unjudged properties is not
-  cached, so a later call asks again.
+  and the model: the same key again makes no request. A verdict with any question unanswered (an
+  unjudged property, an unanswered confirmation) is not cached, so a later call asks again.
 - ``budget`` caps the judge's requests and tokens (counted as the agents count them,
   :class:`~d2k_env.agents.base.TokenUsage`): a request that would exceed it raises
   :class:`JudgeBudgetError`. The token cap is checked before each request, so the last one may

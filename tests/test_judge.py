@@ -79,6 +79,14 @@ def test_known_answers_give_the_known_per_layer_summary(env_vars, task, solution
         b["prompt_tokens"] + b["completion_tokens"] for b in server.billed)
 
 
+def test_server_errors_are_retried_as_the_agents_retry_them(env_vars, task, solution):
+    with MockChatServer(lambda body: answer(JUDGED), faults=[429, 503]) as server:
+        judge = Judge(base_url=server.url, backoff_s=0.01)
+        verdict = judge.judge(task, solution, LAUNCHED_ONCE)
+    assert server.statuses == [429, 503, 200] and judge.usage.retries == 2
+    assert verdict.usage["requests"] == 1 and all(p.score != "unjudged" for p in verdict.properties)
+
+
 @pytest.mark.parametrize("first", [
     {"content": "The solution looks fused to me."},  # no JSON at all
     {"content": '{"properties": [{"id": "residual_once", "score": "yes", "reason": "r"}]'},  # not even JSON
