@@ -446,6 +446,50 @@ def _finish_tracker(tracker, run_dir) -> None:
     tracker.finish(summary)
 
 
+def cmd_judge(args) -> int:
+    """Scores a solution file against its task's design properties with a chat model (d2k_env.judge):
+    one line per property, then the realised fraction per layer; exit 2 when the task has none."""
+    _known_task(args.task)
+    path = _check_solution_file(args.file)
+    _check_output_file("--json", args.json)
+    task = load_task(args.task)
+    if not task.spec.design_properties:
+        raise UsageError(f"task {args.task} has no design properties yet: nothing to judge")
+    from d2k_env.judge import Budget, Judge
+    from d2k_env.judge_prompt import read_findings
+
+    findings = {}
+    if args.findings:
+        try:
+            findings = read_findings(json.loads(Path(args.findings).read_text()), list(task.spec.design_properties))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--findings {args.findings}: {exc}") from None
+    try:  # the client needs the agents extra
+        judge = Judge(model=args.model, base_url=args.base_url, cache_dir=args.cache,
+                      budget=Budget(args.max_requests, args.max_total_tokens), confirm=args.confirm,
+                      max_retries=args.max_retries, timeout_s=args.request_timeout)
+    except ImportError as exc:
+        return _missing_extra(exc)
+    try:
+        verdict = judge.judge(task, path.read_text(), findings)
+    finally:
+        judge.close()
+    for p in verdict.properties:
+        print(f"{p.id}\t{p.layer}\t{p.score}\t{p.reason}")
+    for layer, s in verdict.summary().items():
+        fraction = "n/a" if s["realised_fraction"] is None else f"{s['realised_fraction']:.2f}"
+        print(f"{layer}: realised {fraction} ({s['realised']} realised, {s['partly']} partly, {s['not']} not, "
+              f"{s['unjudged']} unjudged of {s['properties']})")
+    if verdict.agreement["checked"]:
+        print(f"agreement with the automatic checks: {verdict.agreement['agree']} of {verdict.agreement['checked']}")
+    print(f"judge {verdict.model}, rubric {verdict.rubric_version}, prompt {verdict.prompt_version}: "
+          + ("from the cache" if verdict.cached else f"{verdict.usage['requests']} request(s), "
+                                                    f"{verdict.usage['total_tokens']} tokens"))
+    if args.json:
+        Path(args.json).write_text(json.dumps(verdict.to_dict(), indent=1) + "\n")
+    return 0
+
+
 def cmd_report(args) -> int:
     from d2k_env.report import mixed_versions_warning, to_markdown, write_report
 
@@ -583,6 +627,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run_dir")
     p.add_argument("--out", help="write report.md, report.json and the plots here (default: the run directory)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("judge", help="score a solution file against its task's design properties with a chat model",
+                       description="Asks an OpenAI-compatible server (OPENAI_BASE_URL, OPENAI_API_KEY, D2K_MODEL) "
+                                   "whether the solution realises each of the task's design properties. The judge "
+                                   "never sees a reward, and its scores never change one.")
+    p.add_argument("task")
+    p.add_argument("file", help="the solution file")
+    p.add_argument("--base-url", help="server URL, e.g. http://localhost:8000/v1 (default: $OPENAI_BASE_URL)")
+    p.add_argument("--model", help="model name (default: $D2K_MODEL, else the server's only model)")
+    p.add_argument("--cache", help="a folder of cached verdicts: the same solution, properties, model and "
+                                   "rubric again make no request")
+    p.add_argument("--json", help="also write the verdict as JSON here")
+    p.add_argument("--findings", help='automatic findings as JSON, {"<property id>": {"status": "realised" | '
+                                      '"not realised" | "unchecked", "detail": "..."}}: they settle their properties')
+    p.add_argument("--confirm", type=_at_least(0), default=0,
+                   help="also ask the model, blind, about this many automatically settled properties (agreement)")
+    p.add_argument("--max-requests", type=_at_least(1), help="the judge's request budget")
+    p.add_argument("--max-total-tokens", type=_at_least(1), help="the judge's token budget (prompt + completion)")
+    p.add_argument("--max-retries", type=_at_least(0), default=8, help="retries on rate limits and server errors")
+    p.add_argument("--request-timeout", type=float, default=600.0, help="seconds per model request")
+    p.set_defaults(func=cmd_judge)
 
     args = parser.parse_args(argv)
     try:

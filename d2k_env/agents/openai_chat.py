@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from typing import Any
+from typing import Any, Callable
 
 import openai
 
@@ -51,6 +51,39 @@ def resolve_model(client: openai.OpenAI, model: str | None = None) -> str:
     if len(served) != 1:
         raise ChatPolicyError(f"no model given: set {ENV_MODEL} or pass one; the server lists {served or 'none'}")
     return served[0]
+
+
+def create_with_retries(client: openai.OpenAI, request: dict[str, Any], label: str, max_retries: int,
+                        backoff_s: float, max_backoff_s: float, on_retry: Callable[[], None] = lambda: None):
+    """One chat completion. Rate limits (429), 408/409, timeouts and server errors (5xx, lost
+    connections) are retried up to ``max_retries`` times with exponential backoff and jitter
+    (``Retry-After`` honoured), calling ``on_retry`` before each wait; other API errors propagate.
+    Still failing after the last retry: :class:`ChatPolicyError` naming ``label``."""
+    for attempt in range(max_retries + 1):
+        try:
+            return client.chat.completions.create(**request)
+        except openai.APIStatusError as exc:
+            if exc.status_code not in _RETRY_STATUS and exc.status_code < 500:
+                raise
+            error: openai.OpenAIError = exc
+        except openai.APIConnectionError as exc:  # includes timeouts
+            error = exc
+        if attempt == max_retries:
+            raise ChatPolicyError(f"{label}: still failing after {max_retries} retries: "
+                                  f"{type(error).__name__}: {error}") from error
+        on_retry()
+        time.sleep(_delay(attempt, error, backoff_s, max_backoff_s))
+
+
+def _delay(attempt: int, error: openai.OpenAIError, backoff_s: float, max_backoff_s: float) -> float:
+    response = getattr(error, "response", None)
+    retry_after = response.headers.get("retry-after") if response is not None else None
+    try:
+        if retry_after is not None:
+            return min(max(float(retry_after), 0.0), max_backoff_s)
+    except ValueError:
+        pass  # an HTTP date: fall back to our own backoff
+    return min(backoff_s * 2 ** attempt, max_backoff_s) * (1 + 0.25 * random.random())
 
 
 class ChatPolicy(Policy):
@@ -119,30 +152,11 @@ class ChatPolicy(Policy):
         return ModelReply(message.content, calls, reasoning if isinstance(reasoning, str) else None)
 
     def _create_with_retries(self, request: dict[str, Any]):
-        for attempt in range(self.max_retries + 1):
-            try:
-                return self.client.chat.completions.create(**request)
-            except openai.APIStatusError as exc:
-                if exc.status_code not in _RETRY_STATUS and exc.status_code < 500:
-                    raise
-                error: openai.OpenAIError = exc
-            except openai.APIConnectionError as exc:  # includes timeouts
-                error = exc
-            if attempt == self.max_retries:
-                raise ChatPolicyError(f"{self.model}: still failing after {self.max_retries} retries: "
-                                      f"{type(error).__name__}: {error}") from error
-            self.usage.retries += 1
-            time.sleep(self._delay(attempt, error))
+        return create_with_retries(self.client, request, self.model, self.max_retries, self.backoff_s,
+                                   self.max_backoff_s, on_retry=self._count_retry)
 
-    def _delay(self, attempt: int, error: openai.OpenAIError) -> float:
-        response = getattr(error, "response", None)
-        retry_after = response.headers.get("retry-after") if response is not None else None
-        try:
-            if retry_after is not None:
-                return min(max(float(retry_after), 0.0), self.max_backoff_s)
-        except ValueError:
-            pass  # an HTTP date: fall back to our own backoff
-        return min(self.backoff_s * 2 ** attempt, self.max_backoff_s) * (1 + 0.25 * random.random())
+    def _count_retry(self) -> None:
+        self.usage.retries += 1
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": self.model, "base_url": str(self.client.base_url),
