@@ -5,6 +5,7 @@ import pytest
 
 from d2k_env.tasks.properties import (BytesNearRoofline, DesignProperty, Facts, MaxLaunches, NoLargeIntermediate,
                                       UsesDot, check_properties)
+from d2k_env.task import load_task, task_ids
 from d2k_env.tasks.spec import SpecError
 
 
@@ -49,3 +50,12 @@ def test_the_spec_field_needs_distinct_ids_and_every_layer():
 def test_a_malformed_property_is_refused_with_a_reason(args, message):
     with pytest.raises(ValueError, match=message):
         DesignProperty(*args)
+
+
+@pytest.mark.parametrize("task_id", task_ids())
+def test_every_shipped_task_lists_properties_for_every_layer(task_id):
+    """Issue 30: each task's design, layer by layer (the automatic checks' truth on the reference is
+    the evaluator's test)."""
+    props = load_task(task_id).spec.design_properties
+    assert 3 <= len(props) <= 8, [p.id for p in props]
+    assert {p.layer for p in props} == {"L1", "L2", "L3"}
