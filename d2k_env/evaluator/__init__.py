@@ -188,6 +188,8 @@ class Evaluator:
         leases: list[dict] = []
         with self._lease("solution", mode == "profile" and timed, leases):
             result, solution = self._run(req)
+        for w in result.workloads:
+            w.properties = {}  # findings are the trusted replay's alone: none the solution process reports is kept
         recordings = tempdirs.make("recordings")
         memchecking = None
         try:
