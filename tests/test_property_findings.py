@@ -212,3 +212,61 @@ def test_dot_is_found_in_a_kernel_or_a_helper_it_reaches(launched, expected):
     rebuilt = rebuild_kernels(SOURCE, "/tmp/solution.py", recording)
     assert all(isinstance(t, ast.FunctionDef) for t in rebuilt.trees.values())
     assert kernels_using_dot(recording, rebuilt.trees) == expected
+
+
+@pytest.fixture
+def scratch_task(tmp_path, monkeypatch):
+    """The scratch task under an id of its own, found through D2K_TASKS_PATH and registered; its
+    env id unregistered afterwards."""
+    import gymnasium as gym
+
+    from d2k_env.registration import register_all
+    from d2k_env.task import TASKS_PATH_VAR
+    from test_packaging import copy_task
+
+    copy_task(TASK_ID, tmp_path, "props_rmsnorm")
+    spec = tmp_path / "tasks" / "props_rmsnorm.py"
+    spec.write_text(spec.read_text() + PROPERTIES)
+    monkeypatch.setenv(TASKS_PATH_VAR, str(tmp_path))
+    before = set(gym.registry)
+    register_all()
+    yield "props_rmsnorm"
+    for gid in set(gym.registry) - before:
+        del gym.registry[gid]
+
+
+def test_show_lists_the_properties_and_eval_prints_their_findings(scratch_task, tmp_path, capsys):
+    from d2k_env.cli import main
+
+    assert main(["show", scratch_task, "--properties"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[0] == ("one_launch (L1): The add and the norm run in one kernel launch per call "
+                        "[check: at most 1 kernel launch per call]")
+    assert shown[3].endswith("[check: judge]") and len(shown) == 4
+
+    split = tmp_path / "split.py"
+    split.write_text(SPLIT)
+    assert main(["eval", scratch_task, str(split), "--backend", "interpreter", "--workloads", WORKLOAD]) == 0
+    out = capsys.readouterr().out
+    assert "PASSED" in out
+    assert f"property one_launch (L1): not realised on {WORKLOAD}" in out
+    assert "property rows_in_l2 (L3): judge (no automatic check)" in out
+
+
+def test_the_env_reports_findings_in_info_and_pays_the_submission_as_before(scratch_task):
+    import gymnasium as gym
+
+    import d2k_env
+
+    env = gym.make(d2k_env.env_id(scratch_task), backend="interpreter")
+    try:
+        env.reset(seed=0)
+        env.step({"tool": "write_file", "args": {"path": "solution.py", "content": SPLIT}})
+        _, _, _, _, info = env.step({"tool": "run_tests"})
+        assert info["properties"]["one_launch"]["status"] == "not realised"
+        assert info["properties"]["near_roofline"]["status"] == "unchecked"
+        _, reward, terminated, _, info = env.step({"tool": "submit"})
+        assert terminated and info["properties"]["one_launch"]["status"] == "not realised"
+        assert reward == 1.0  # correct on the interpreter: paid in full, whatever the findings
+    finally:
+        env.close()
