@@ -270,3 +270,22 @@ def test_the_env_reports_findings_in_info_and_pays_the_submission_as_before(scra
         assert reward == 1.0  # correct on the interpreter: paid in full, whatever the findings
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("role, kept", [("solution", False), ("check", False), ("replay", True)])
+def test_only_the_replay_reports_findings(role, kept):
+    """Findings on a solution or check process's channel are void: the solution process could write
+    any it liked. The trusted replay's are kept."""
+    from d2k_env.evaluator.protocol import EvalRequest
+    from d2k_env.evaluator.sandbox import WorkerOutcome
+    from d2k_env.task import load_task
+
+    found = {"one_launch": {"status": "realised", "detail": "1 launch per call (k); at most 1"}}
+    forged = EvalResult("test", "interpreter", workloads=[WorkloadResult(WORKLOAD, True, "", properties=found)])
+    req = EvalRequest(TASK_ID, "", "", "test", "cpu", [WORKLOAD], True, 0, role=role)
+    ev = Evaluator(load_task(TASK_ID), "interpreter")
+    try:
+        result = ev._result(req, WorkerOutcome(forged.to_dict(), "", 0, None))
+    finally:
+        ev.close()
+    assert result.workloads[0].properties == (found if kept else {})

@@ -188,8 +188,6 @@ class Evaluator:
         leases: list[dict] = []
         with self._lease("solution", mode == "profile" and timed, leases):
             result, solution = self._run(req)
-        for w in result.workloads:
-            w.properties = {}  # findings are the trusted replay's alone: none the solution process reports is kept
         recordings = tempdirs.make("recordings")
         memchecking = None
         try:
@@ -396,6 +394,8 @@ class Evaluator:
         result.queue, result.lease = {}, []  # the service's and the evaluator's to say, never the worker's
         for w in result.workloads:
             w.baseline_note = None
+            if req.role != "replay":  # design-property findings are the trusted replay's alone
+                w.properties = {}
         return result
 
     def _memcheck_due(self, req: EvalRequest, result: EvalResult) -> bool:
