@@ -27,7 +27,7 @@ import linecache
 import torch
 
 from d2k_env.evaluator import kernel_language
-from d2k_env.evaluator.recording import Buffer, Fill, Recording, Ref, View
+from d2k_env.evaluator.recording import Buffer, Fill, Kernel, Recording, Ref, View
 from d2k_env.evaluator.source_text import tokenizer_lines
 
 def poison_value(dtype: torch.dtype):
@@ -54,7 +54,8 @@ class RebuiltKernels(dict):
 
 
 def rebuild_kernels(source: str, path: str, recording: Recording) -> RebuiltKernels:
-    """The recording's kernels rebuilt from ``source`` (the checked text of the file at ``path``): key -> jit."""
+    """The recording's kernels rebuilt from ``source`` (the checked text of the file at ``path``): key -> jit,
+    with each key's checked tree beside (:class:`RebuiltKernels`)."""
     import triton
 
     try:
@@ -145,7 +146,8 @@ def kernels_using_dot(recording: Recording, trees: dict[str, ast.FunctionDef]) -
     return frozenset(found)
 
 
-def _calls_dot(tree: ast.FunctionDef, kernel) -> bool:
+def _calls_dot(tree: ast.FunctionDef, kernel: Kernel) -> bool:
+    """Whether ``tree`` (the checked def of ``kernel``) calls ``tl.dot`` by one of the names its globals bind."""
     modules = {name: v["module"] for name, v in kernel.globals.items() if "module" in v}
     dots = {name for name, v in kernel.globals.items() if v.get("member") == ["triton.language", "dot"]}
 
