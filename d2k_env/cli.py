@@ -158,6 +158,9 @@ def _working(label: str, out: Console):
 
 def cmd_show(args) -> int:
     _known_task(args.task)
+    if args.properties:
+        print(describe_properties(load_task(args.task)))
+        return 0
     _check_guidance(args.guidance)
     import gymnasium as gym
 
@@ -168,6 +171,15 @@ def cmd_show(args) -> int:
     print(obs)
     env.close()
     return 0
+
+
+def describe_properties(task) -> str:
+    """A task's design properties, one per line: id, layer, text, and how it is checked."""
+    properties = task.spec.design_properties
+    if not properties:
+        return f"{task.id} has no design properties yet."
+    return "\n".join(f"{p.id} ({p.layer}): {p.text} [check: {p.check.describe() if p.check else 'judge'}]"
+                     for p in properties)
 
 
 def _one_shot_pool(backend: str, submit: bool):
@@ -188,7 +200,7 @@ def _one_shot_pool(backend: str, submit: bool):
 def cmd_eval(args) -> int:
     from d2k_env.evaluator import Evaluator, quick_backend, resolve_backend
     from d2k_env.evaluator.policy_service import start as start_policy
-    from d2k_env.verdict import format_result
+    from d2k_env.verdict import format_properties, format_result
 
     # Every mistake in the command line is found before a worker starts.
     root = _known_task(args.task)
@@ -228,6 +240,8 @@ def cmd_eval(args) -> int:
     finally:
         pool.close()
     print(format_result(merged, f"{task.id}: {path.name} ({mode}, {backend} backend)"))
+    if found := format_properties(task.spec.design_properties, merged):
+        print(found)
     if merged.timed:
         print(f"device: {merged.device_name}; torch {merged.versions.get('torch')}, triton "
               f"{merged.versions.get('triton')}; ceilings: {merged.ceilings}")
@@ -557,6 +571,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("task")
     p.add_argument("--guidance", default="L1+L2+L3", help="none, L1, L1+L2, L1+L2+L3 (any subset)")
     p.add_argument("--backend", default="auto", choices=("auto", "cuda", "interpreter"))
+    p.add_argument("--properties", action="store_true",
+                   help="list the task's design properties (id, layer, text, automatic check or judge) instead")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("eval", help="evaluate a solution file")

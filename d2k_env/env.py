@@ -147,7 +147,9 @@ class KernelEnv(gym.Env):
     caller closes. ``evaluator_options``: ``limits``, ``time_budget_s`` and ``memcheck`` go with each
     evaluation; the rest configure a service the env makes (e.g. ``spares``, ``jobs``, ``gpus``).
     The env keeps one Triton cache for all its episodes. Each evaluation's ``info["queue"]`` says
-    where and how long it waited.
+    where and how long it waited; its ``info["properties"]`` gives the findings on the task's
+    automatically checked design properties (:attr:`EvalResult.properties`), which never enter
+    the reward.
 
     Copies: the env pickles (pickle, cloudpickle) and deep-copies at any point; a copy goes on from
     the same point in a workspace of its own (see :meth:`__getstate__`).
@@ -353,6 +355,8 @@ class KernelEnv(gym.Env):
             info["evaluation"] = result.to_dict()
             info["verdict"] = observation
             info["queue"] = dict(result.queue)
+            # The design properties' automatic findings (EvalResult.properties): reported, never in the reward.
+            info["properties"] = result.properties
         reward = 0.0
         if call.tool == "submit":
             self._terminated = True

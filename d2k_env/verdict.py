@@ -78,3 +78,21 @@ def format_result(result: EvalResult, title: str = "") -> str:
         lines.append("--- output of the evaluation process ---")
         lines.append(result.output.rstrip())
     return "\n".join(lines)
+
+
+def format_properties(properties, result: EvalResult) -> str:
+    """One line per design property of the task (``properties``: its DesignProperty list): the
+    evaluation's automatic finding over the workloads (:attr:`EvalResult.properties`), or that the
+    judge decides it. Empty for a task without properties."""
+    found = result.properties
+    lines = []
+    for p in properties:
+        if p.check is None:
+            lines.append(f"property {p.id} ({p.layer}): judge (no automatic check)")
+        elif p.id in found:
+            lines.append(f"property {p.id} ({p.layer}): {found[p.id]['detail']}"
+                         if found[p.id]["status"] != "unchecked" else
+                         f"property {p.id} ({p.layer}): unchecked: {found[p.id]['detail']}")
+        else:
+            lines.append(f"property {p.id} ({p.layer}): unchecked: no workload reached the replay")
+    return "\n".join(lines)

@@ -61,7 +61,8 @@ def evaluations(request, tmp_path_factory):
         if item.module is not request.module or not params or item.get_closest_marker("skip"):
             continue
         task_id = params["task_id"]
-        if item.originalname == "test_reference_passes_smoke_and_heldout_shapes":
+        if item.originalname in ("test_reference_passes_smoke_and_heldout_shapes",
+                                 "test_reference_realises_its_automatic_properties"):
             solutions[task_id, REFERENCE] = load_task(task_id).reference_path
         elif item.originalname == "test_generated_wrong_solution_scores_zero":
             made = wrong_solution(task_id, params["kind"])
@@ -160,6 +161,21 @@ def test_reference_passes_smoke_and_heldout_shapes(task_id, evaluations):
     assert result.correct, format_result(result)
     assert [w.name for w in result.workloads if not w.heldout] == [w.name for w in task.smoke_workloads]
     assert held and submission_reward("speedup", result) == 1.0
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_reference_realises_its_automatic_properties(task_id, evaluations):
+    """Every automatically checked design property of the task is found on each smoke workload of the
+    reference's evaluation (the one above), and none is "not realised" there: a property its own
+    reference breaks is a wrong property. (Trivial for a task without properties.)"""
+    checked = [p.id for p in load_task(task_id).spec.design_properties if p.check is not None]
+    result = evaluations(task_id, REFERENCE)
+    for w in result.workloads:
+        if w.heldout:
+            continue
+        assert sorted(w.properties) == sorted(checked), (w.name, w.properties)
+        broken = {pid: f["detail"] for pid, f in w.properties.items() if f["status"] == "not realised"}
+        assert not broken, f"the reference does not realise {broken} on {w.name}"
 
 
 @pytest.mark.parametrize("task_id, kind", CASES, ids=[f"{t}-{k}" for t, k in CASES])

@@ -394,6 +394,8 @@ class Evaluator:
         result.queue, result.lease = {}, []  # the service's and the evaluator's to say, never the worker's
         for w in result.workloads:
             w.baseline_note = None
+            if req.role != "replay":  # design-property findings are the trusted replay's alone
+                w.properties = {}
         return result
 
     def _memcheck_due(self, req: EvalRequest, result: EvalResult) -> bool:

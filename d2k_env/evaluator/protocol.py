@@ -86,6 +86,9 @@ class WorkloadResult:
     allocated_bytes: int | None = None  # what forward allocates (its recorded buffers), on any device
     peak_bytes: int | None = None  # on the GPU: the replay's peak device memory above its inputs
     baseline_note: str | None = None  # the evaluator's: why the baseline was re-measured, and what came of it
+    # The replay's findings on the task's automatically checked design properties: id -> {"status",
+    # "detail"} (d2k_env.tasks.properties). Reported beside the verdict, never paid.
+    properties: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -114,6 +117,34 @@ class EvalResult:
     @property
     def speedups(self) -> list[float]:
         return [w.speedup for w in self.workloads if w.speedup is not None]
+
+    @property
+    def properties(self) -> dict[str, dict[str, Any]]:
+        """Each automatically checked design property over the workloads that carry its finding:
+        ``status`` "not realised" where any workload's is, "realised" where every checked one's is,
+        else "unchecked"; ``detail`` one line saying where and what was seen; ``workloads`` the
+        workloads' names by status. Workloads that never reached the replay carry no findings."""
+        by_id: dict[str, dict[str, list]] = {}
+        for w in self.workloads:
+            for pid, found in w.properties.items():
+                by_id.setdefault(pid, {s: [] for s in ("realised", "not realised", "unchecked")})
+                by_id[pid][found["status"]].append((w.name, found["detail"]))
+        summary = {}
+        for pid, seen in by_id.items():
+            names = {status: [name for name, _ in pairs] for status, pairs in seen.items()}
+            unchecked = f"; unchecked on {', '.join(names['unchecked'])}" if names["unchecked"] else ""
+            if seen["not realised"]:
+                name, detail = seen["not realised"][0]
+                status = "not realised"
+                text = f"not realised on {', '.join(names['not realised'])} ({name}: {detail})"
+            elif seen["realised"]:
+                status = "realised"
+                text = f"realised on all {len(names['realised'])} checked workload(s) ({seen['realised'][0][1]})" \
+                       f"{unchecked}"
+            else:
+                status, text = "unchecked", seen["unchecked"][0][1]
+            summary[pid] = {"status": status, "detail": text, "workloads": names}
+        return summary
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -27,7 +27,7 @@ import linecache
 import torch
 
 from d2k_env.evaluator import kernel_language
-from d2k_env.evaluator.recording import Buffer, Fill, Recording, Ref, View
+from d2k_env.evaluator.recording import Buffer, Fill, Kernel, Recording, Ref, View
 from d2k_env.evaluator.source_text import tokenizer_lines
 
 def poison_value(dtype: torch.dtype):
@@ -44,8 +44,18 @@ class ReplayError(Exception):
     """A recording that cannot be replayed on this source (the message is for the solution's author)."""
 
 
-def rebuild_kernels(source: str, path: str, recording: Recording) -> dict:
-    """The recording's kernels rebuilt from ``source`` (the checked text of the file at ``path``): key -> jit."""
+class RebuiltKernels(dict):
+    """Recording key -> jit, as :func:`rebuild_kernels` built them; ``trees`` holds each key's checked
+    tree (the bare ``def`` the language check passed, which is the text that runs)."""
+
+    def __init__(self, jitted: dict, trees: dict[str, ast.FunctionDef]):
+        super().__init__(jitted)
+        self.trees = trees
+
+
+def rebuild_kernels(source: str, path: str, recording: Recording) -> RebuiltKernels:
+    """The recording's kernels rebuilt from ``source`` (the checked text of the file at ``path``): key -> jit,
+    with each key's checked tree beside (:class:`RebuiltKernels`)."""
     import triton
 
     try:
@@ -74,7 +84,7 @@ def rebuild_kernels(source: str, path: str, recording: Recording) -> dict:
                 raise ReplayError(f"the global {name} had two values while forward ran")
             namespace[name] = decoded
     launched = {recording.kernels[step.kernel].name for step in recording.launches}
-    plain = []
+    plain, trees = [], {}
     for node in chosen.values():
         # Decorators are the host's; default values too (a recorded launch passes every argument).
         bare = ast.FunctionDef(**{f: getattr(node, f) for f in node._fields if f not in ("decorator_list", "args")},
@@ -82,6 +92,7 @@ def rebuild_kernels(source: str, path: str, recording: Recording) -> dict:
                                    **{f: getattr(node.args, f) for f in node.args._fields},
                                    "defaults": [], "kw_defaults": [None] * len(node.args.kwonlyargs)}))
         plain.append(ast.copy_location(bare, node))
+        trees[node.name] = bare
         if problems := kernel_language.problems(bare, namespace, launched=node.name in launched):
             raise ReplayError("\n".join(problems[:5]))
     # What runs is the text of the checked trees themselves (ast.unparse): Triton re-reads a kernel's text
@@ -109,7 +120,61 @@ def rebuild_kernels(source: str, path: str, recording: Recording) -> dict:
     for name, value in list(namespace.items()):
         if isinstance(value, _JitRef):
             namespace[name] = jitted[value.key]
-    return jitted
+    return RebuiltKernels(jitted, {key: trees[kernel.name] for key, kernel in recording.kernels.items()})
+
+
+def kernels_using_dot(recording: Recording, trees: dict[str, ast.FunctionDef]) -> frozenset[str]:
+    """The names of the launched kernels whose checked tree (``trees``: recording key -> tree, as
+    :class:`RebuiltKernels` holds them), or that of a jit helper reachable from it through the
+    recording's kernel table, calls ``tl.dot``: an attribute call ``<x>.dot(...)`` where ``<x>`` is a
+    global bound to ``triton.language`` (or ``<t>.language`` with ``<t>`` bound to ``triton``), or
+    a call of a global bound to the member ``triton.language.dot``. What the recording names is what
+    the replay runs, so the answer is the trusted side's own, whatever the solution's Python did."""
+    calls = {key: _calls_dot(trees[key], kernel) for key, kernel in recording.kernels.items()}
+    found = set()
+    for launch in recording.launches:
+        seen, todo = set(), [launch.kernel, *_jit_keys(launch.args)]
+        while todo:
+            key = todo.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            if calls[key]:
+                found.add(recording.kernels[launch.kernel].name)
+                break
+            todo += _jit_keys(recording.kernels[key].globals)
+    return frozenset(found)
+
+
+def _calls_dot(tree: ast.FunctionDef, kernel: Kernel) -> bool:
+    """Whether ``tree`` (the checked def of ``kernel``) calls ``tl.dot`` by one of the names its globals bind."""
+    modules = {name: v["module"] for name, v in kernel.globals.items() if "module" in v}
+    dots = {name for name, v in kernel.globals.items() if v.get("member") == ["triton.language", "dot"]}
+
+    def language(node: ast.expr) -> bool:
+        if isinstance(node, ast.Name):
+            return modules.get(node.id) == "triton.language"
+        return isinstance(node, ast.Attribute) and node.attr == "language" and \
+            isinstance(node.value, ast.Name) and modules.get(node.value.id) == "triton"
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and f.attr == "dot" and language(f.value):
+                return True
+            if isinstance(f, ast.Name) and f.id in dots:
+                return True
+    return False
+
+
+def _jit_keys(value) -> list[str]:
+    """The recording keys of the kernels a global or an argument names (``{"jit": K}``, at any depth)."""
+    if isinstance(value, dict):
+        return ([value["jit"]] if isinstance(value.get("jit"), str) else []) + \
+            [k for v in value.values() for k in _jit_keys(v)]
+    if isinstance(value, list):
+        return [k for v in value for k in _jit_keys(v)]
+    return []
 
 
 class Replay:

@@ -24,6 +24,7 @@ import hashlib
 import inspect
 import json
 import linecache
+import math
 import os
 import sys
 import traceback
@@ -42,9 +43,10 @@ from d2k_env.evaluator.l2_state import release_persisting_l2
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, WorkloadResult, derive_seed
 from d2k_env.evaluator.recorder import Recorder, RecordError
 from d2k_env.evaluator.recording import RecordingError, first_difference, parse
-from d2k_env.evaluator.replay import Replay, ReplayError, rebuild_kernels
+from d2k_env.evaluator.replay import Replay, ReplayError, kernels_using_dot, rebuild_kernels
 from d2k_env.evaluator.source_text import tokenizer_lines
 from d2k_env.task import Task, Workload, load_snapshot
+from d2k_env.tasks.properties import Facts, findings
 
 TIMED_SETS = 3
 # A time below the roofline floor is impossible; the floor comes from ceilings measured on the
@@ -337,7 +339,33 @@ class ReplayRun(Run):
         peak = torch.cuda.max_memory_allocated(self.device) - held if self.device.type == "cuda" else None
         torch.save(portable(self.task.checked_values(outputs, inputs)), outputs_file(self.req, w.name, "check"))
         return WorkloadResult(w.name, True, "replayed; outputs saved for the checker", allocated_bytes=allocated,
-                              peak_bytes=peak)
+                              peak_bytes=peak, properties=self.properties(replay, w, inputs, peak))
+
+    def properties(self, replay: Replay, w: Workload, inputs: tuple, peak: int | None) -> dict[str, dict]:
+        """The findings of the task's automatically checked design properties on this workload, from
+        the recording this process replayed and its measurements (see :mod:`d2k_env.tasks.properties`).
+        Reported beside the verdict, never paid: a check that fails is reported as unchecked, never
+        as the evaluation's failure."""
+        properties = self.task.spec.design_properties
+        if not any(p.check is not None for p in properties):
+            return {}
+        recording = replay.recording
+        try:
+            facts = Facts(
+                launches=tuple(recording.kernels[s.kernel].name for s in recording.launches),
+                kernels_using_dot=kernels_using_dot(recording, replay.kernels.trees),
+                buffer_bytes=tuple(b.nbytes for b in recording.buffers),
+                output_bytes=sum(math.prod(v.shape) * getattr(torch, v.dtype).itemsize for v in recording.outputs),
+                input_bytes=sum(x.nbytes for x in inputs if isinstance(x, torch.Tensor)),
+                # No profiler counter of DRAM traffic is read yet (the kernel profiler gives times
+                # only): properties on bytes moved stay unchecked on every backend for now.
+                bytes_moved=None,
+                peak_bytes=peak)
+            found = findings(properties, facts, self.task.roofline(w).bytes)
+        except Exception as exc:  # noqa: BLE001 - a finding is a report: its failure must not fail the workload
+            why = f"the automatic check failed ({type(exc).__name__}: {exc})"[:300]
+            return {p.id: {"status": "unchecked", "detail": why} for p in properties if p.check is not None}
+        return {pid: {"status": f.status, "detail": f.detail} for pid, f in found.items()}
 
     def time(self, replay: Replay, w: Workload, wr: WorkloadResult) -> None:
         from d2k_env.evaluator.timing import CI_FLOOR, LAUNCH_BOUND_CI_FLOOR, L2Flusher, graph_time, time_pair

@@ -134,7 +134,7 @@ class BytesNearRoofline(AutoCheck):
 
     def finding(self, facts, roofline_bytes):
         if facts.bytes_moved is None:
-            return Finding("unchecked", "bytes moved are measured on the GPU only")
+            return Finding("unchecked", "bytes moved were not measured (no backend reads a DRAM traffic counter yet)")
         ratio = facts.bytes_moved / max(roofline_bytes, 1.0)
         status = "realised" if ratio <= self.factor else "not realised"
         return Finding(status, f"{facts.bytes_moved} B moved, {ratio:.2f}x the roofline's; at most {self.factor:g}x")
