@@ -43,7 +43,8 @@ import functools
 import math
 import types
 
-from d2k_env.evaluator.triton_compat import GPU_BINOPS, GPU_COMPARES, gpu_unsupported_nodes
+from d2k_env.evaluator.triton_compat import (BLOCK_POINTERS_REMOVED, GPU_BINOPS, GPU_COMPARES, TRITON,
+                                             gpu_unsupported_nodes)
 
 # The builtins Triton's front end lets a kernel call.
 BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs", "isinstance", "print", "tuple",
@@ -213,6 +214,9 @@ class _Check:
             if not _language_module(obj):
                 return f"{path}, the module {obj.__name__}, outside Triton's language"
             obj, path = getattr(obj, attr, None), f"{path}.{attr}"
+            if obj is None and attr == "advance" and TRITON >= BLOCK_POINTERS_REMOVED:
+                return (f"{path}: Block pointers have been removed from Triton {'.'.join(map(str, TRITON))}: "
+                        f"use tl.make_tensor_descriptor")
             if obj is None:
                 return f"{path}, which does not exist"
         if isinstance(obj, types.ModuleType):
