@@ -29,7 +29,7 @@ class Facts:
     """What the trusted replay knows of one forward call on one workload.
 
     ``launches``: the kernels launched, by name, in order; ``kernels_using_dot``: the names of the
-    launched kernels (and the jit helpers they call) whose text calls ``tl.dot``; ``buffer_bytes``:
+    launched kernels whose text, or that of a jit helper they call, calls ``tl.dot``; ``buffer_bytes``:
     each tensor forward allocated, in bytes (outputs included); ``output_bytes``: the outputs' bytes;
     ``input_bytes``: the inputs' bytes; ``bytes_moved`` and ``peak_bytes``: measured on the GPU
     (DRAM bytes read and written by the call's kernels; peak device memory above the inputs), None
