@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import importlib.util
 import inspect
 import json
 import linecache
@@ -48,6 +47,7 @@ from triton.runtime import autotuner, driver, jit  # noqa: E402
 from d2k_env.evaluator.recorder import Recorder  # noqa: E402
 from d2k_env.evaluator.recording import Recording  # noqa: E402
 from d2k_env.evaluator.replay import rebuild_kernels  # noqa: E402
+from d2k_env.evaluator.worker import load_module  # noqa: E402
 from d2k_env.task import load_task, task_ids  # noqa: E402
 
 SM90_SHARED_BYTES = 232_448  # cudaDevAttrMaxSharedMemoryPerBlockOptin on H100 and H200 (227 KiB)
@@ -144,16 +144,10 @@ class Compiles:
         autotuner.Autotuner.run = tune_by_compiling
 
 
-def load_reference(path: Path) -> object:
-    spec = importlib.util.spec_from_file_location(f"d2k_reference_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def check_task(task_id: str, seeds: int, compiles: Compiles, solution: Path | None = None) -> dict:
     task = load_task(task_id)
-    reference = load_reference(solution or task.reference_path)
+    path = solution or task.reference_path
+    reference = load_module(str(path), f"d2k_reference_{path.stem}")
     shapes = list(task.workloads)
     seen = {w.name for w in shapes}
     for seed in range(1, seeds + 1):

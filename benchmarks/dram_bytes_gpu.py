@@ -17,10 +17,9 @@ workload pairs whose task has a bytes property) does not.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-
 import torch
 
+from d2k_env.evaluator.worker import load_module
 from d2k_env.task import load_task, task_ids
 from d2k_env.tasks.properties import BytesNearRoofline
 
@@ -41,9 +40,7 @@ def main() -> None:
         return
     task = load_task(args.task)
     w = task.workload(args.workload)
-    spec = importlib.util.spec_from_file_location(f"reference_{task.id}", task.reference_path)
-    reference = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(reference)
+    reference = load_module(str(task.reference_path), f"reference_{task.id}")
     device = torch.device("cuda")
     inputs = task.make_inputs(w, torch.Generator(device=device).manual_seed(0), device)
     reference.forward(*inputs)
