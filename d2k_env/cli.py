@@ -166,7 +166,7 @@ def cmd_show(args) -> int:
 
     import d2k_env
 
-    env = gym.make(d2k_env.env_id(args.task), backend=args.backend, guidance=args.guidance)
+    env = gym.make(d2k_env.env_id(args.task), backend=args.backend, guidance=args.guidance, mode=args.mode)
     obs, _ = env.reset(seed=0)
     print(obs)
     env.close()
@@ -370,6 +370,9 @@ def _check_run(args) -> None:
             _known_task(task)
     for guidance in args.guidance:
         _check_guidance(guidance)
+    if args.mode == "design" and args.wandb_project:
+        raise UsageError("--wandb-project logs solution runs (correctness, speedups, kernels); a design run has none "
+                         "of them: report it with d2k report")
     _require_gpu(args.backend)
 
 
@@ -600,6 +603,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("task")
     p.add_argument("--guidance", default="L1+L2+L3", help="none, L1, L1+L2, L1+L2+L3 (any subset)")
     p.add_argument("--backend", default="auto", choices=("auto", "cuda", "interpreter"))
+    p.add_argument("--mode", default="solution", choices=("solution", "design"),
+                   help="the prompt of a solution episode (default) or of a design-only one")
     p.add_argument("--properties", action="store_true",
                    help="list the task's design properties (id, layer, text, automatic check or judge) instead")
     p.set_defaults(func=cmd_show)

@@ -192,3 +192,27 @@ def test_cli_report_without_matplotlib_writes_the_tables_and_says_so(tmp_path, c
     assert "Judge: no episode was judged" in captured.out and (tmp_path / "report.md").exists()
     assert not (tmp_path / "property_layers.png").exists()
     assert "plots not drawn" in captured.err and 'pip install "d2k-env[agents]"' in captured.err
+
+
+def test_progress_lines_say_a_design_was_submitted_and_how_it_was_judged(tmp_path):
+    import io
+
+    from d2k_env.progress import progress_reporter
+
+    out = io.StringIO()
+    with MockChatServer(scripted_judge) as server:
+        judge = Judge(base_url=server.url, model="judge-m")
+        run_experiment(tmp_path, plan("m", [TASK], ["L1"], [0]), design_policy, DESIGN_RUN,
+                       progress=progress_reporter("lines", out), judge=judge)
+        judge.close()
+    assert "design submitted, judged 6/6 realised, reward 0.000, 2 steps" in out.getvalue()
+    assert "correct" not in out.getvalue()
+
+
+def test_cli_show_prints_the_design_prompt_and_refuses_wandb_for_designs(tmp_path, capsys):
+    assert main(["show", TASK, "--mode", "design", "--backend", "interpreter"]) == 0
+    assert "submit_design(design: string)" in capsys.readouterr().out
+    assert main(["run", str(tmp_path), "--tasks", TASK, "--policy", "reference", "--mode", "design",
+                 "--wandb-project", "p", "--backend", "interpreter"]) == 2
+    assert "a design run has none of them" in capsys.readouterr().err
+    assert not (tmp_path / "episodes").exists()
