@@ -43,7 +43,7 @@ Design properties (issue 30's per-layer table), per guidance condition (rows) an
   failed judge, an unusable answer) are counted apart as unjudged. Where both apply, the judge's
   blind agreement with the checks (``--judge-confirm``) is summed.
 - *Uplift over none*: a condition's realised share minus that of ``none``, in percentage points,
-  per layer.
+  per layer, paired: both counted over the (task, seed) pairs with records under both.
 - Design-only episodes (mode ``design``) have their own sections, with the per-layer table alone:
   nothing of a design runs, so every property is the judge's.
 """
@@ -57,6 +57,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from d2k_env.judge_prompt import SCORES
 from d2k_env.runner import STACKING
 from d2k_env.tasks.properties import LAYERS
 from d2k_env.task import project_root
@@ -198,6 +199,23 @@ class LayerCell:
 
 
 @dataclass
+class LayerUplift:
+    """A condition's property shares against ``none``'s, per layer, paired: both counted over
+    ``pairs``, the (task, seed) pairs with property records under both."""
+
+    condition: str
+    pairs: list[Pair]
+    none: dict[str, LayerCell]
+    cells: dict[str, LayerCell]
+
+    def delta(self, layer: str, share: str) -> float | None:
+        """``share`` ("auto_share" or "judged_share") of ``layer`` minus that under none; None where
+        either is n/a."""
+        a, b = getattr(self.none[layer], share), getattr(self.cells[layer], share)
+        return None if a is None or b is None else b - a
+
+
+@dataclass
 class PolicyReport:
     """One policy's results under one reward version (versions are never merged)."""
 
@@ -219,6 +237,7 @@ class PolicyReport:
     agreement: dict[str, int] = field(default_factory=lambda: {"checked": 0, "agree": 0})
     judged: bool = False  # whether any episode carries a judge's verdict
     judge_errors: list[dict[str, Any]] = field(default_factory=list)  # episodes the judge gave no verdict on, why
+    layer_uplift: list["LayerUplift"] = field(default_factory=list)
 
     @property
     def missing(self) -> list[tuple[str, str]]:
@@ -263,6 +282,10 @@ class Report:
                                            "summaries": [asdict(s) for s in p.stacking.summaries]},
                               "failed": p.failed, "mode": p.mode, "judged": p.judged, "agreement": p.agreement,
                               "judge_errors": p.judge_errors,
+                              "property_uplift": [{"condition": u.condition, "pairs": [list(x) for x in u.pairs],
+                                                   **{f"{layer}_{kind}": u.delta(layer, kind) for layer in LAYERS
+                                                      for kind in ("auto_share", "judged_share")}}
+                                                  for u in p.layer_uplift],
                               "property_layers": [{**asdict(c), "auto_share": c.auto_share,
                                                    "judged_share": c.judged_share} for c in p.layers]}
                              for p in self.policies]}
@@ -300,53 +323,68 @@ def build_report(run_dir: str | Path, reference_root: Path | None = None) -> Rep
     return report
 
 
+def _count_properties(cells: dict[tuple[str, str], LayerCell], t: Trajectory) -> None:
+    """Adds a finished episode's property records and verdict to ``cells``, keyed (condition, layer)."""
+    verdict = t.summary.get("judge") or {}
+    scores = {v["id"]: v["score"] for v in verdict.get("properties", []) if v.get("source") == "judge"}
+    condition = t.header["condition"]
+    for layer in LAYERS:
+        cells.setdefault((condition, layer), LayerCell(condition, layer, 0)).episodes += 1
+    for r in t.summary["properties"]:
+        cell = cells[(condition, r["layer"])]
+        if r["status"] in ("realised", "not realised"):  # settled by its check: not the judge's
+            cell.auto_realised += r["status"] == "realised"
+            cell.auto_not += r["status"] == "not realised"
+            continue
+        cell.auto_unchecked += r["status"] == "unchecked"  # None: no check (or a design): the judge's alone
+        score = scores.get(r["id"])
+        cell.judged_realised += score == "realised"
+        cell.judged_partly += score == "partly"
+        cell.judged_not += score == "not"
+        cell.unjudged += score not in SCORES
+
+
 def _property_layers(trajectories: list[Trajectory]):
-    """The per-layer cells of finished episodes (conditions in stacking order), the judge's summed
-    agreement with the checks, whether any episode was judged, and the episodes the judge gave no
-    verdict on with its reason. Episodes written before findings were recorded (no ``properties``
-    in their summary) count in no cell."""
+    """The per-layer cells of finished episodes (conditions in stacking order), the paired uplift of
+    each condition over ``none``, the judge's summed agreement with the checks, whether any episode
+    was judged, and the episodes the judge gave no verdict on with its reason. Episodes written
+    before findings were recorded (no ``properties`` in their summary) count nowhere."""
     cells: dict[tuple[str, str], LayerCell] = {}
+    recorded: dict[str, dict[Pair, Trajectory]] = defaultdict(dict)  # condition -> episodes with records
     agreement, judged, errors = {"checked": 0, "agree": 0}, False, []
     for t in trajectories:
-        records = t.summary.get("properties")
-        if not t.finished or records is None:
+        if not t.finished or t.summary.get("properties") is None:
             continue
+        recorded[t.header["condition"]][(t.header["task"], t.header["seed"])] = t
         verdict = t.summary.get("judge") or {}
         if verdict.get("error"):
             errors.append({"task": t.header["task"], "condition": t.header["condition"], "seed": t.header["seed"],
                            "error": verdict["error"]})
-        scores = {v["id"]: v for v in verdict.get("properties", []) if v.get("source") == "judge"}
         if verdict.get("properties") is not None:
             judged = True
             for k in agreement:
                 agreement[k] += (verdict.get("agreement") or {}).get(k, 0)
-        condition = t.header["condition"]
-        for layer in LAYERS:
-            cells.setdefault((condition, layer), LayerCell(condition, layer, 0)).episodes += 1
-        for r in records:
-            cell = cells[(condition, r["layer"])]
-            if r["status"] in ("realised", "not realised"):  # settled by its check: not the judge's
-                cell.auto_realised += r["status"] == "realised"
-                cell.auto_not += r["status"] == "not realised"
-                continue
-            cell.auto_unchecked += r["status"] == "unchecked"  # None: no check (or a design): the judge's alone
-            score = scores.get(r["id"], {}).get("score")
-            if score == "realised":
-                cell.judged_realised += 1
-            elif score == "partly":
-                cell.judged_partly += 1
-            elif score == "not":
-                cell.judged_not += 1
-            else:
-                cell.unjudged += 1
+        _count_properties(cells, t)
     ordered = sorted(cells.values(), key=lambda c: (_condition_order(c.condition), c.layer))
-    return ordered, agreement, judged, errors
+    uplift = []
+    for condition in sorted(set(recorded) - {"none"}, key=_condition_order):
+        pairs = sorted(set(recorded[condition]) & set(recorded.get("none", {})))
+        if not pairs:
+            continue
+        base: dict[tuple[str, str], LayerCell] = {}
+        target: dict[tuple[str, str], LayerCell] = {}
+        for pair in pairs:
+            _count_properties(base, recorded["none"][pair])
+            _count_properties(target, recorded[condition][pair])
+        uplift.append(LayerUplift(condition, pairs, {layer: base[("none", layer)] for layer in LAYERS},
+                                  {layer: target[(condition, layer)] for layer in LAYERS}))
+    return ordered, uplift, agreement, judged, errors
 
 
 def _policy_report(policy: str, version: int | None, trajectories: list[Trajectory],
                    ref: dict[str, float], mode: str = "solution") -> PolicyReport:
     first = trajectories[0].header
-    layers, agreement, judged, judge_errors = _property_layers(trajectories)
+    layers, layer_uplift, agreement, judged, judge_errors = _property_layers(trajectories)
     settings = {k: first[k] for k in ("backend", "reward", "max_steps")}
     timed = settings["backend"] == "cuda"
     groups: dict[tuple[str, str], list[Trajectory]] = defaultdict(list)
@@ -369,7 +407,7 @@ def _policy_report(policy: str, version: int | None, trajectories: list[Trajecto
     return PolicyReport(policy, version, settings, first.get("gpu"), timed, cells, summaries, overall,
                         [u for u in per_layer if u is not None], paired.stacking(present), failed, policy,
                         {c: sorted(paired.done[c]) for c in conditions if paired.done.get(c)}, mode, layers,
-                        agreement, judged, judge_errors)
+                        agreement, judged, judge_errors, layer_uplift)
 
 
 class _Paired:
@@ -469,8 +507,8 @@ def _share(share: float | None, counted: int, total: int, *apart: str) -> str:
     return f"{_pct(share)} ({notes})"
 
 
-def _uplift_pp(share: float | None, base: float | None) -> str:
-    return NOT_MEASURED if share is None or base is None else f"{100 * (share - base):+.0f} pp"
+def _pp(delta: float | None) -> str:
+    return NOT_MEASURED if delta is None else f"{100 * delta:+.0f} pp"
 
 
 def _layer_sections(p: PolicyReport) -> list[str]:
@@ -513,12 +551,12 @@ def _layer_sections(p: PolicyReport) -> list[str]:
                       f"{p.agreement['checked']}.", ""]
     kinds = ([] if p.mode == "design" else [("automatic", "auto_share")]) + (
         [("judged", "judged_share")] if p.judged else [])
-    if "none" in conditions and len(conditions) > 1 and kinds:
-        lines += ["Uplift over none, per property layer (realised share minus that under none; each condition over "
-                  "its own episodes):", ""]
-        lines += _table(["condition", *(f"{layer} {kind}" for layer in LAYERS for kind, _ in kinds)],
-                        [[cond, *(_uplift_pp(getattr(by[(cond, layer)], attr), getattr(by[("none", layer)], attr))
-                                  for layer in LAYERS for _, attr in kinds)] for cond in conditions if cond != "none"])
+    if p.layer_uplift and kinds:
+        lines += ["Uplift over none, per property layer (realised share minus that under none, paired: over the "
+                  "(task, seed) pairs recorded under both):", ""]
+        lines += _table(["condition", "(task, seed) pairs", *(f"{layer} {kind}" for layer in LAYERS for kind, _ in kinds)],
+                        [[u.condition, _pairs(u.pairs), *(_pp(u.delta(layer, attr)) for layer in LAYERS
+                                                          for _, attr in kinds)] for u in p.layer_uplift])
         lines.append("")
     return lines
 
@@ -608,7 +646,8 @@ def to_markdown(report: Report) -> str:
               "finished episodes. Automatic: the share realised of the properties a check settled on the "
               "submission; unchecked ones (no such measurement on the backend, nothing submitted) are counted "
               "apart, never guessed. Judged: the share realised of the properties the judge scored (those no "
-              "check settled), partly and unjudged counted apart. The judge is a model reading the code or "
+              "check settled), partly and unjudged counted apart. Their uplift over none is paired, over the (task, "
+              "seed) pairs recorded under both conditions. The judge is a model reading the code or "
               "design: its scores are not measurements, and never change the reward.", ""]
     return "\n".join(lines)
 

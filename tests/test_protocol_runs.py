@@ -131,7 +131,33 @@ def test_a_design_run_is_judged_and_reported_apart_with_its_uplift(tmp_path):
     assert (cells[("L1+L2+L3", "L1")].judged_realised, cells[("L1+L2+L3", "L1")].episodes) == (6, 2)  # 3 x 2 seeds
     md = to_markdown(report)
     assert "## Policy `m`, design-only episodes" in md and "### Per task and condition" not in md
-    assert "| L1+L2+L3 | +100 pp | +100 pp | +100 pp |" in md
+    assert "| L1+L2+L3 | 2 (1 task) | +100 pp | +100 pp | +100 pp |" in md
+    assert [(u.condition, u.pairs) for u in p.layer_uplift] == [("L1+L2+L3", [(TASK, 0), (TASK, 1)])]
+
+
+def test_the_uplift_over_none_is_paired(tmp_path):
+    """L1 ran seeds 0 and 1, none seed 0 alone: the uplift compares seed 0 with seed 0 (+100 pp), while
+    L1's own row averages both seeds (its seed-1 design is judged not realised)."""
+    def judge_script(body):
+        prompt = body["messages"][1]["content"]
+        score = "not" if "design under none" in prompt or "seed 1" in prompt else "realised"
+        return {"content": json.dumps({"properties": [{"id": i, "score": score, "reason": "r"} for i in asked(body)]})}
+
+    def policy(key):
+        return ScriptedPolicy([call("submit_design", design=f"A design under {key.condition}, seed {key.seed}.")],
+                              name=key.policy, then_submit=False)
+
+    keys = plan("m", [TASK], ["none"], [0]) + plan("m", [TASK], ["L1"], [0, 1])
+    with MockChatServer(judge_script) as server:
+        judge = Judge(base_url=server.url, model="judge-m")
+        run_experiment(tmp_path, keys, policy, DESIGN_RUN, progress="quiet", judge=judge)
+        judge.close()
+    [p] = build_report(tmp_path).policies
+    cells = {(c.condition, c.layer): c for c in p.layers}
+    assert cells[("L1", "L1")].judged_share == 0.5 and cells[("L1", "L1")].episodes == 2
+    [u] = p.layer_uplift
+    assert u.pairs == [(TASK, 0)] and u.delta("L1", "judged_share") == 1.0 and u.delta("L1", "auto_share") is None
+    assert "| L1 | 1 (1 task) | +100 pp | +100 pp | +100 pp |" in to_markdown(build_report(tmp_path))
 
 
 def test_a_judge_that_fails_is_recorded_and_the_episode_still_finishes(tmp_path):
