@@ -505,7 +505,8 @@ class KernelEnv(gym.Env):
         return self._last_observation
 
     def _info(self, **extra) -> dict[str, Any]:
-        return {"task": self.task.id, "backend": self.backend, "mode": self.mode, "guidance": list(self._episode_layers),
+        return {"task": self.task.id, "backend": self.backend, "mode": self.mode,
+                "guidance": list(self._episode_layers),
                 "steps": len(self._log), "max_steps": self.max_steps, "reward_version": rewards.REWARD_VERSION, **extra}
 
     def _require_episode(self, call: str) -> None:

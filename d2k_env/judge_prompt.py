@@ -62,7 +62,8 @@ def build_prompt(task: Task, solution: str, asked: list[DesignProperty],
         wanted = "\n".join(f"- {p.id} [{p.layer}]: {p.text}" for p in asked)
         guidance = "\n\n".join(f"## {layer}\n{task.guidance(layer)}" for layer in sorted({p.layer for p in asked}))
         return (f"# Task: {task.id}\n{task.description}\n\n# Design guidance\n{guidance}\n\n"
-                f"# The design (written before any code; nothing was run)\n{fence}text\n{solution.rstrip()}\n{fence}\n\n"
+                f"# The design (written before any code; nothing was run)\n"
+                f"{fence}text\n{solution.rstrip()}\n{fence}\n\n"
                 f"# Properties to judge\n{wanted}\n\n# Answer\n{DESIGN_RUBRIC}\n"
                 'Reply with one JSON object and nothing else: {"properties": [{"id": "<property id>", '
                 '"score": "realised" | "partly" | "not", "reason": "<one line>"}]}, one entry per property to judge.')

@@ -554,7 +554,8 @@ def _layer_sections(p: PolicyReport) -> list[str]:
     if p.layer_uplift and kinds:
         lines += ["Uplift over none, per property layer (realised share minus that under none, paired: over the "
                   "(task, seed) pairs recorded under both):", ""]
-        lines += _table(["condition", "(task, seed) pairs", *(f"{layer} {kind}" for layer in LAYERS for kind, _ in kinds)],
+        lines += _table(["condition", "(task, seed) pairs",
+                         *(f"{layer} {kind}" for layer in LAYERS for kind, _ in kinds)],
                         [[u.condition, _pairs(u.pairs), *(_pp(u.delta(layer, attr)) for layer in LAYERS
                                                           for _, attr in kinds)] for u in p.layer_uplift])
         lines.append("")

@@ -111,7 +111,8 @@ def test_the_chat_policy_in_design_mode_sends_the_design_tools(monkeypatch):
         env.close()
     body = server.requests[0]
     assert [t["function"]["name"] for t in body["tools"]] == ["list_files", "read_file", "submit_design"]
-    assert "submit_design" in body["messages"][0]["content"] and "write solution.py" not in body["messages"][0]["content"]
+    system = body["messages"][0]["content"]
+    assert "submit_design" in system and "write solution.py" not in system
     assert terminated and info["design"] == "one kernel, one pass" and policy.describe()["mode"] == "design"
     with pytest.raises(ValueError, match="mode must be one of"):
         ChatPolicy(base_url=server.url, mode="plan")

@@ -296,5 +296,6 @@ def test_a_solution_verdicts_key_is_unchanged_by_kinds(env_vars, task, solution)
         material = {"task": task.id, "solution": solution, "properties": [_describe(p) for p in PROPERTIES],
                     "findings": {}, "confirm": 0, "rubric": RUBRIC_VERSION, "prompt": PROMPT_VERSION,
                     "model": judge.model}
-        assert judge.key(task, solution, {}) == hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+        expected = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+        assert judge.key(task, solution, {}) == expected
         assert judge.key(task, solution, {}, "design") != judge.key(task, solution, {})
