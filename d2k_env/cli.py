@@ -500,6 +500,8 @@ def cmd_judge(args) -> int:
     from d2k_env.judge import Budget, Judge
     from d2k_env.judge_prompt import read_findings
 
+    if args.design and args.findings:
+        raise UsageError("--findings with --design: a design has no automatic findings (nothing of it ran)")
     findings = {}
     if args.findings:
         try:
@@ -513,7 +515,7 @@ def cmd_judge(args) -> int:
     except ImportError as exc:
         return _missing_extra(exc)
     try:
-        verdict = judge.judge(task, path.read_text(), findings)
+        verdict = judge.judge(task, path.read_text(), findings, kind="design" if args.design else "solution")
     finally:
         judge.close()
     for p in verdict.properties:
@@ -697,7 +699,10 @@ def main(argv: list[str] | None = None) -> int:
                                    "whether the solution realises each of the task's design properties. The judge "
                                    "never sees a reward, and its scores never change one.")
     p.add_argument("task")
-    p.add_argument("file", help="the solution file")
+    p.add_argument("file", help="the solution file (with --design: a design's text)")
+    p.add_argument("--design", action="store_true",
+                   help="FILE is a design written before any code (as submit_design takes): judged under the "
+                        "design rubric, every property asked")
     p.add_argument("--base-url", help="server URL, e.g. http://localhost:8000/v1 (default: $OPENAI_BASE_URL)")
     p.add_argument("--model", help="model name (default: $D2K_MODEL, else the server's only model)")
     p.add_argument("--cache", help="a folder of cached verdicts: the same solution, properties, model and "

@@ -299,3 +299,18 @@ def test_a_solution_verdicts_key_is_unchanged_by_kinds(env_vars, task, solution)
         expected = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
         assert judge.key(task, solution, {}) == expected
         assert judge.key(task, solution, {}, "design") != judge.key(task, solution, {})
+
+
+def test_cli_judges_a_design_file(env_vars, task, tmp_path, capsys):
+    (tmp_path / "design.md").write_text(DESIGN)
+    every = {**JUDGED, "one_launch": "not"}
+    with MockChatServer(lambda body: answer(every)) as server:
+        code = main(["judge", "fused_add_rmsnorm", str(tmp_path / "design.md"), "--design", "--base-url", server.url,
+                     "--json", str(tmp_path / "verdict.json")])
+        assert main(["judge", "fused_add_rmsnorm", str(tmp_path / "design.md"), "--design", "--base-url", server.url,
+                     "--findings", str(tmp_path / "design.md")]) == 2
+    out, err = capsys.readouterr()
+    assert code == 0 and out.splitlines()[0] == "one_launch\tL1\tnot\tone_launch because of line 3"
+    assert "a design has no automatic findings" in err and len(server.requests) == 1
+    assert server.requests[0]["messages"][0]["content"].startswith("You review designs")
+    assert json.loads((tmp_path / "verdict.json").read_text())["kind"] == "design"
