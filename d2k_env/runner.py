@@ -353,8 +353,7 @@ def run_episode(key: EpisodeKey, make_policy: Callable[[EpisodeKey], Policy], se
         "condition": key.condition, "guidance": list(parse_guidance(key.condition)), "seed": key.seed,
         **settings.compared(), "reward_version": REWARD_VERSION, "observation_chars_limit": settings.observation_chars,
         "versions": versions(), "gpu": gpu_name(settings.backend), "start_time": _now(),
-        "policy_settings": None, "prompt": None, "mode": settings.mode,
-        "judge": judge.describe() if judge is not None else None,
+        "policy_settings": None, "prompt": None, "judge": judge.describe() if judge is not None else None,
     }
     steps, total_reward, submission, code, found, design = 0, 0.0, None, None, None, None
     terminated = truncated = False
