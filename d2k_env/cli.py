@@ -431,8 +431,9 @@ def _run_with(args, judge) -> int:
     if tracker is not None:
         _finish_tracker(tracker, run_dir)
     console.print(f"{plural(len(result.finished), 'episode')} finished, {len(result.failed)} failed, "
-                  f"{result.skipped} skipped (already finished). Trajectories: {escape(str(run_dir / 'episodes'))}. "
-                  f"Next: d2k report {escape(str(run_dir))}")
+                  f"{result.skipped} skipped (already finished"
+                  + (f"; {len(result.judged)} of them judged now" if result.judged else "")
+                  + f"). Trajectories: {escape(str(run_dir / 'episodes'))}. Next: d2k report {escape(str(run_dir))}")
     if result.interrupted:
         console.print("[yellow]interrupted[/yellow]: run the same command again to resume")
         return 130

@@ -12,8 +12,9 @@ A run's ``mode`` is its episodes' (``solution``, or ``design`` for design-only e
 findings on the task's design properties its evaluation made; the summary records each property's
 finding on the submission. With a ``judge`` (:class:`d2k_env.judge.Judge`), the submitted solution,
 or in design mode the submitted design, is judged as the episode ends and the verdict goes into the
-summary (a judge that fails records its error there: the episode still finished, and is not judged
-again when the run resumes). Neither ever changes the reward.
+summary (a judge that fails records its error there: the episode still finished). Run again with a
+judge, the experiment also judges its finished episodes that carry no verdict (run without a judge,
+or whose judge failed), rewriting their files whole. Neither ever changes the reward.
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ class RunResult:
     finished: list[EpisodeKey] = field(default_factory=list)
     failed: list[tuple[EpisodeKey, str]] = field(default_factory=list)
     interrupted: bool = False
+    judged: list[EpisodeKey] = field(default_factory=list)  # finished earlier, judged by this run
 
 
 class RunDirectoryError(RuntimeError):
@@ -261,7 +263,8 @@ def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy:
     interpreter, two per GPU on the GPU (timed evaluations still have their GPU to themselves).
 
     ``judge``: a :class:`d2k_env.judge.Judge` that grades each episode's submission (see the module
-    docstring); the caller closes it.
+    docstring), and, once the new episodes are done, those finished earlier without a verdict
+    (:attr:`RunResult.judged`); the caller closes it.
     """
     if jobs < 1:
         raise ValueError("jobs must be >= 1")
@@ -312,6 +315,9 @@ def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy:
             raise
         else:
             pool.shutdown(wait=True)
+        if judge is not None and not stop.is_set():
+            skipped = [k for k in keys if k not in set(todo)]
+            result.judged = judge_earlier(directory, skipped, settings.mode, judge, stop)
         result.interrupted = stop.is_set()
     return result
 
@@ -463,6 +469,39 @@ def judge_submission(judge, task, mode: str, text: str | None, found: dict[str, 
         return judge.judge(task, text, findings, kind=mode).to_dict()
     except Exception as exc:  # noqa: BLE001 - a judge's failure is recorded; the episode itself finished
         return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def judge_earlier(directory: RunDirectory, keys: Sequence[EpisodeKey], mode: str, judge,
+                  stop: threading.Event | None = None) -> list[EpisodeKey]:
+    """Judges the finished episodes of ``keys`` whose summary holds no verdict, from what it
+    recorded (the submission and its findings), and rewrites each one's file whole (the header
+    naming the judge, the summary holding the verdict). Skipped: episodes that submitted nothing,
+    and those written before findings were recorded (the judge would not know what the checks
+    settled). The episodes judged, in order."""
+    judged = []
+    for key in keys:
+        if stop is not None and stop.is_set():
+            break
+        path = directory.episode_path(key)
+        t = read_trajectory(path)
+        records, earlier = t.summary.get("properties"), t.summary.get("judge") or {}
+        text = t.summary.get("submitted_design" if mode == "design" else "submitted_code")
+        if not t.finished or records is None or text is None or earlier.get("properties") is not None:
+            continue
+        found = {r["id"]: {"status": r["status"], "detail": r["detail"]} for r in records if r["status"]}
+        verdict = judge_submission(judge, load_task(key.task), mode, text, found)
+        if verdict == t.summary.get("judge"):
+            continue  # the same error again: nothing to rewrite
+        writer = TrajectoryWriter(path)
+        try:
+            for record in ({**t.header, "judge": judge.describe()}, *t.steps, {**t.summary, "judge": verdict}):
+                writer.write(record)
+        except BaseException:
+            writer.discard()
+            raise
+        writer.commit()
+        judged.append(key)
+    return judged
 
 
 def submission_metrics(evaluation: dict[str, Any] | None) -> dict[str, Any]:

@@ -242,3 +242,33 @@ def test_cli_show_prints_the_design_prompt_and_refuses_wandb_for_designs(tmp_pat
                  "--wandb-project", "p", "--backend", "interpreter"]) == 2
     assert "a design run has none of them" in capsys.readouterr().err
     assert not (tmp_path / "episodes").exists()
+
+
+def test_a_run_again_with_a_judge_judges_the_episodes_finished_without_a_verdict(tmp_path):
+    keys = plan("m", [TASK], ["none", "L1"], [0])
+    run_experiment(tmp_path, keys, design_policy, DESIGN_RUN, progress="quiet")  # no judge
+    assert [t.summary["judge"] for t in load_run(tmp_path)] == [None, None]
+    with MockChatServer(scripted_judge) as server:
+        judge = Judge(base_url=server.url, model="judge-m", budget=Budget(requests=1))
+        again = run_experiment(tmp_path, keys, lambda k: pytest.fail("a finished episode ran again"), DESIGN_RUN,
+                               progress="quiet", judge=judge)
+        assert again.skipped == 2 and len(again.judged) == 2  # one verdict, one budget error: both rewritten
+        errors = [t.summary["judge"].get("error") for t in load_run(tmp_path)]
+        assert errors.count("JudgeBudgetError: judge budget spent: 1 of 1 requests used") == 1
+        judge = Judge(base_url=server.url, model="judge-m")
+        last = run_experiment(tmp_path, keys, lambda k: pytest.fail("ran again"), DESIGN_RUN, progress="quiet",
+                              judge=judge)
+        assert len(last.judged) == 1 and len(server.requests) == 2  # only the one the budget stopped
+        assert run_experiment(tmp_path, keys, lambda k: pytest.fail("ran again"), DESIGN_RUN, progress="quiet",
+                              judge=judge).judged == []  # every one judged: nothing asked, nothing rewritten
+    assert len(server.requests) == 2
+    trajectories = load_run(tmp_path)
+    assert all(t.header["judge"]["model"] == "judge-m" and t.summary["judge"]["kind"] == "design"
+               for t in trajectories)
+    assert [len(t.steps) for t in trajectories] == [2, 2]  # the steps are as they were
+    [p] = build_report(tmp_path).policies
+    assert p.judged and not p.judge_errors and cells_share(p, "L1", "L1") == 1.0 and cells_share(p, "none", "L1") == 0.0
+
+
+def cells_share(p, condition, layer):
+    return next(c.judged_share for c in p.layers if (c.condition, c.layer) == (condition, layer))
