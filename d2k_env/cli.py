@@ -690,7 +690,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("report", help="tables and plots of a run directory: correctness, Performance Score, "
-                                      "uplift from guidance")
+                                      "uplift from guidance, design properties realised per layer")
     p.add_argument("run_dir")
     p.add_argument("--out", help="write report.md, report.json and the plots here (default: the run directory)")
     p.set_defaults(func=cmd_report)
