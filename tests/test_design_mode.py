@@ -116,3 +116,12 @@ def test_the_chat_policy_in_design_mode_sends_the_design_tools(monkeypatch):
     assert terminated and info["design"] == "one kernel, one pass" and policy.describe()["mode"] == "design"
     with pytest.raises(ValueError, match="mode must be one of"):
         ChatPolicy(base_url=server.url, mode="plan")
+
+
+def test_every_tasks_reference_design_is_a_valid_submit_design():
+    from d2k_env.agents import reference_design_policy
+    from d2k_env.task import task_ids
+
+    for task_id in task_ids():
+        action = reference_design_policy(load_task(task_id)).actions[-1]
+        assert parse_action(action, "design").tool == "submit_design", task_id  # within MAX_DESIGN_CHARS
