@@ -38,6 +38,19 @@ SYSTEM_PROMPTS = {
         "never read for calls. Each call is one step of a limited budget. Read the task, write solution.py, test "
         "it, and call submit when it is correct and as fast as you can make it: submit ends the episode."),
 }
+# Design-only episodes (KernelEnv mode "design"): the same tool protocol, but the work is a written design.
+DESIGN_SYSTEM_PROMPTS = {
+    "function": (
+        "You are an expert GPU kernel engineer. Act only through the tools provided; each tool call is one step "
+        "of a limited budget. Read the task, then state a concrete design of a Triton kernel for it and call "
+        "submit_design with it: submit_design ends the episode. You write no code and nothing is run."),
+    "text": (
+        "You are an expert GPU kernel engineer. Act only through tool calls: end every reply with exactly one JSON "
+        "object {\"tool\": \"<name>\", \"args\": {...}}, optionally inside a ```json block; a reply with more than "
+        "one call runs none of them, and text inside <think> blocks is never read for calls. Each call is one "
+        "step of a limited budget. Read the task, then state a concrete design of a Triton kernel for it and call "
+        "submit_design with it: submit_design ends the episode. You write no code and nothing is run."),
+}
 
 
 

@@ -166,7 +166,7 @@ def cmd_show(args) -> int:
 
     import d2k_env
 
-    env = gym.make(d2k_env.env_id(args.task), backend=args.backend, guidance=args.guidance)
+    env = gym.make(d2k_env.env_id(args.task), backend=args.backend, guidance=args.guidance, mode=args.mode)
     obs, _ = env.reset(seed=0)
     print(obs)
     env.close()
@@ -327,7 +327,7 @@ def _chat_policy_factory(args):
     def make(key):
         return ChatPolicy(model=model, base_url=args.base_url, tool_mode=args.tool_mode, temperature=args.temperature,
                           max_tokens=args.max_tokens, context=context, max_retries=args.max_retries,
-                          timeout_s=args.request_timeout)
+                          timeout_s=args.request_timeout, mode=args.mode)
 
     return model, make
 
@@ -370,19 +370,44 @@ def _check_run(args) -> None:
             _known_task(task)
     for guidance in args.guidance:
         _check_guidance(guidance)
+    if args.mode == "design" and args.wandb_project:
+        raise UsageError("--wandb-project logs solution runs (correctness, speedups, kernels); a design run has none "
+                         "of them: report it with d2k report")
     _require_gpu(args.backend)
 
 
+def _run_judge(args):
+    """The judge ``d2k run`` grades submissions with (``--judge-model``), else None."""
+    if args.judge_model is None:
+        return None
+    from d2k_env.judge import Budget, Judge
+
+    return Judge(model=args.judge_model, base_url=args.judge_base_url or args.base_url, cache_dir=args.judge_cache,
+                 budget=Budget(args.judge_max_requests, args.judge_max_total_tokens), confirm=args.judge_confirm,
+                 max_retries=args.max_retries, timeout_s=args.request_timeout)
+
+
 def _run(args) -> int:
-    from d2k_env.agents import reference_policy
+    judge = _run_judge(args)
+    try:
+        return _run_with(args, judge)
+    finally:
+        if judge is not None:
+            judge.close()
+
+
+def _run_with(args, judge) -> int:
+    from d2k_env.agents import reference_design_policy, reference_policy
     from d2k_env.progress import progress_reporter
     from d2k_env.runner import RunSettings, plan, run_experiment
     from d2k_env.wording import plural
 
     settings = RunSettings(backend=args.backend, reward=args.reward, max_steps=args.max_steps,
-                           observation_chars=args.observation_chars)
+                           observation_chars=args.observation_chars, mode=args.mode)
     if args.policy == "reference":
-        name, make_policy = "reference", (lambda key: reference_policy(load_task(key.task)))
+        scripted = reference_design_policy if args.mode == "design" else reference_policy
+        name = "reference-design" if args.mode == "design" else "reference"
+        make_policy = lambda key: scripted(load_task(key.task))  # noqa: E731
     else:
         name, make_policy = _chat_policy_factory(args)
     keys = plan(name, task_ids() if args.tasks == ["all"] else args.tasks, args.guidance, args.seeds)
@@ -390,21 +415,25 @@ def _run(args) -> int:
     console.print(f"[bold]d2k run[/bold] {escape(str(run_dir))}: policy {escape(name)}, "
                   f"{plural(len(keys), 'episode')} ({plural(len({k.task for k in keys}), 'task')} x "
                   f"{plural(len({k.condition for k in keys}), 'guidance condition')} x "
-                  f"{plural(len({k.seed for k in keys}), 'seed')}), backend {settings.backend}, {args.jobs} at a time")
+                  f"{plural(len({k.seed for k in keys}), 'seed')}), backend {settings.backend}, {args.jobs} at a time"
+                  + (", design-only episodes" if args.mode == "design" else "")
+                  + (f"; judge {escape(judge.model)}" if judge is not None else
+                     "; no judge (--judge-model): designs are recorded, not graded" if args.mode == "design" else ""))
     tracker = _wandb_tracker(args, run_dir, keys, settings, make_policy) if args.wandb_project else None
     # Progress goes to standard output, with everything else this command prints.
     progress = "quiet" if args.quiet else progress_reporter("auto", sys.stdout)
     try:
         result = run_experiment(run_dir, keys, make_policy, settings, jobs=args.jobs,
-                                callbacks=[tracker] if tracker else [], progress=progress)
+                                callbacks=[tracker] if tracker else [], progress=progress, judge=judge)
     except KeyboardInterrupt:  # the second Ctrl-C
         console.print("[red]aborted[/red]: unfinished episodes left only .tmp files, removed by the next run")
         os._exit(130)  # episode threads may still be inside an evaluation: do not wait for them
     if tracker is not None:
         _finish_tracker(tracker, run_dir)
     console.print(f"{plural(len(result.finished), 'episode')} finished, {len(result.failed)} failed, "
-                  f"{result.skipped} skipped (already finished). Trajectories: {escape(str(run_dir / 'episodes'))}. "
-                  f"Next: d2k report {escape(str(run_dir))}")
+                  f"{result.skipped} skipped (already finished"
+                  + (f"; {len(result.judged)} of them judged now" if result.judged else "")
+                  + f"). Trajectories: {escape(str(run_dir / 'episodes'))}. Next: d2k report {escape(str(run_dir))}")
     if result.interrupted:
         console.print("[yellow]interrupted[/yellow]: run the same command again to resume")
         return 130
@@ -451,7 +480,7 @@ def _finish_tracker(tracker, run_dir) -> None:
         plots.mkdir(parents=True, exist_ok=True)
         tracker.log_plots(write_plots(report, plots))
         for p in report.policies:
-            if p.reward_version != REWARD_VERSION:  # episodes kept from before a scoring change
+            if p.reward_version != REWARD_VERSION or p.mode != "solution":  # older scoring; designs (no scores)
                 continue
             for s in p.conditions:
                 summary[f"{p.policy}/{s.condition}/correctness_rate"] = s.correctness_rate
@@ -472,6 +501,8 @@ def cmd_judge(args) -> int:
     from d2k_env.judge import Budget, Judge
     from d2k_env.judge_prompt import read_findings
 
+    if args.design and args.findings:
+        raise UsageError("--findings with --design: a design has no automatic findings (nothing of it ran)")
     findings = {}
     if args.findings:
         try:
@@ -485,7 +516,7 @@ def cmd_judge(args) -> int:
     except ImportError as exc:
         return _missing_extra(exc)
     try:
-        verdict = judge.judge(task, path.read_text(), findings)
+        verdict = judge.judge(task, path.read_text(), findings, kind="design" if args.design else "solution")
     finally:
         judge.close()
     for p in verdict.properties:
@@ -507,12 +538,16 @@ def cmd_judge(args) -> int:
 def cmd_report(args) -> int:
     from d2k_env.report import mixed_versions_warning, to_markdown, write_report
 
+    skipped = None
     try:
         report, paths = write_report(args.run_dir, args.out)
-    except ImportError as exc:
-        return _missing_extra(exc)
+    except ImportError as exc:  # matplotlib: the tables need none of it
+        report, paths = write_report(args.run_dir, args.out, plots=False)
+        skipped = f'plots not drawn ({exc}): install the agents extra, pip install "d2k-env[agents]"'
     print(to_markdown(report))
     console.print("wrote " + ", ".join(escape(str(p)) for p in paths))
+    if skipped:
+        errors.print(f"[yellow]note:[/yellow] {escape(skipped)}", soft_wrap=True)
     if warning := mixed_versions_warning(report):  # again after the tables, where it cannot scroll away
         console.print(f"[bold red]{escape(warning)}[/bold red]")
     return 0
@@ -571,6 +606,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("task")
     p.add_argument("--guidance", default="L1+L2+L3", help="none, L1, L1+L2, L1+L2+L3 (any subset)")
     p.add_argument("--backend", default="auto", choices=("auto", "cuda", "interpreter"))
+    p.add_argument("--mode", default="solution", choices=("solution", "design"),
+                   help="the prompt of a solution episode (default) or of a design-only one")
     p.add_argument("--properties", action="store_true",
                    help="list the task's design properties (id, layer, text, automatic check or judge) instead")
     p.set_defaults(func=cmd_show)
@@ -618,7 +655,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--observation-chars", type=_at_least(0), default=50_000,
                    help="clip observations stored in trajectories to this many characters (0: keep whole)")
     p.add_argument("--policy", default="chat", choices=("chat", "reference"),
-                   help="chat: an OpenAI-compatible server (default); reference: writes the expert reference")
+                   help="chat: an OpenAI-compatible server (default); reference: writes the expert reference (in "
+                        "design mode: submits the task's own guidance as its design)")
+    p.add_argument("--mode", default="solution", choices=("solution", "design"),
+                   help="solution: write and submit a kernel (default); design: design-only episodes, the policy "
+                        "submits a written design (submit_design) and nothing is run")
     p.add_argument("--model", help="model name (default: $D2K_MODEL, else the server's only model)")
     p.add_argument("--base-url", help="server URL, e.g. http://localhost:8000/v1 (default: $OPENAI_BASE_URL)")
     p.add_argument("--tool-mode", default="function", choices=("function", "text"),
@@ -632,6 +673,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--request-timeout", type=float, default=600.0, help="seconds per model request")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no progress: no bar and no line per episode, only the summary at the end")
+    p.add_argument("--judge-model", help="grade each submitted solution (or design) against the task's design "
+                                         "properties with this model; the grade goes into the trajectory, never "
+                                         "into the reward")
+    p.add_argument("--judge-base-url", help="the judge's server (default: --base-url, else $OPENAI_BASE_URL)")
+    p.add_argument("--judge-cache", help="a folder of cached verdicts, as d2k judge --cache")
+    p.add_argument("--judge-confirm", type=_at_least(0), default=0,
+                   help="also ask the judge, blind, about this many automatically settled properties (agreement)")
+    p.add_argument("--judge-max-requests", type=_at_least(1), help="the judge's request budget for the whole run")
+    p.add_argument("--judge-max-total-tokens", type=_at_least(1),
+                   help="the judge's token budget (prompt + completion) for the whole run")
     p.add_argument("--wandb-project", help="also log to this wandb project (WANDB_MODE=offline works)")
     p.add_argument("--wandb-entity")
     p.add_argument("--wandb-name", help="wandb run name (default: the run directory's name)")
@@ -639,7 +690,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("report", help="tables and plots of a run directory: correctness, Performance Score, "
-                                      "uplift from guidance")
+                                      "uplift from guidance, design properties realised per layer")
     p.add_argument("run_dir")
     p.add_argument("--out", help="write report.md, report.json and the plots here (default: the run directory)")
     p.set_defaults(func=cmd_report)
@@ -649,7 +700,10 @@ def main(argv: list[str] | None = None) -> int:
                                    "whether the solution realises each of the task's design properties. The judge "
                                    "never sees a reward, and its scores never change one.")
     p.add_argument("task")
-    p.add_argument("file", help="the solution file")
+    p.add_argument("file", help="the solution file (with --design: a design's text)")
+    p.add_argument("--design", action="store_true",
+                   help="FILE is a design written before any code (as submit_design takes): judged under the "
+                        "design rubric, every property asked")
     p.add_argument("--base-url", help="server URL, e.g. http://localhost:8000/v1 (default: $OPENAI_BASE_URL)")
     p.add_argument("--model", help="model name (default: $D2K_MODEL, else the server's only model)")
     p.add_argument("--cache", help="a folder of cached verdicts: the same solution, properties, model and "

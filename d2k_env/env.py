@@ -12,6 +12,14 @@ reaches it is truncated. Registration wraps the env in a TimeLimit (``max_episod
 D2K-Bench unless ``gym.make`` is given another) and tells the env that limit
 (:class:`d2k_env.wrappers.StepBudget`): the budget is the limit, or ``max_steps`` when that was
 given and is smaller. A bare ``KernelEnv`` has ``max_steps`` (350 by default).
+
+Design-only episodes (``mode="design"``, D2K-Bench's design protocol): the same spaces, reset and
+step, but no kernel is written or run. The workspace holds ``baseline.py`` only; the tools are
+``list_files``, ``read_file`` and ``submit_design(design)``, which ends the episode (terminated)
+with the design text in ``info["design"]``. The reward is 0 on every step: a design is graded
+outside the env, by the judge against the task's design properties
+(:meth:`d2k_env.judge.Judge.judge` with ``kind="design"``; ``d2k run --mode design --judge-model``),
+and a grade never becomes a reward.
 """
 
 from __future__ import annotations
@@ -33,12 +41,12 @@ from d2k_env.action_log import BLOB_CHARS, ActionLog, Refusal, replay_steps
 from d2k_env.blob_store import key_of, utf8
 from d2k_env.episode_state import EpisodeState
 from d2k_env.evaluator import EvalResult, UnreadableSolution, read_solution, resolve_backend
-from d2k_env.prompt import build_prompt
+from d2k_env.prompt import build_design_prompt, build_prompt
 from d2k_env.registration import MAX_STEPS, env_id
 from d2k_env.service import EvalJob, EvaluationService, make_service
 from d2k_env.task import GUIDANCE_LAYERS, load_task, task_ids
 from d2k_env.text_space import UnicodeText, escaped
-from d2k_env.tools import FORMAT, MAX_ACTION_CHARS, ActionError, parse_action
+from d2k_env.tools import MAX_ACTION_CHARS, ActionError, format_note, parse_action, toolset
 from d2k_env.verdict import format_result
 from d2k_env.workspace import Workspace, WorkspaceError
 
@@ -98,7 +106,7 @@ def replay(state: EpisodeState | dict[str, Any], **make_kwargs: Any) -> gym.Env:
     state = _check_state(state)
     steps = replay_steps(state.actions, state.blobs)
     env = gym.make(env_id(state.task_id), backend=state.backend, guidance=state.guidance, reward=state.reward,
-                   max_steps=state.max_steps, max_episode_steps=state.max_steps, **make_kwargs)
+                   max_steps=state.max_steps, max_episode_steps=state.max_steps, mode=state.mode, **make_kwargs)
     try:
         env.reset(seed=state.seed)
         for step in steps:
@@ -149,7 +157,8 @@ class KernelEnv(gym.Env):
     The env keeps one Triton cache for all its episodes. Each evaluation's ``info["queue"]`` says
     where and how long it waited; its ``info["properties"]`` gives the findings on the task's
     automatically checked design properties (:attr:`EvalResult.properties`), which never enter
-    the reward.
+    the reward. ``mode``: ``"solution"`` (the default: write, test and submit a kernel) or
+    ``"design"`` (state a design and ``submit_design`` it; see the module docstring).
 
     Copies: the env pickles (pickle, cloudpickle) and deep-copies at any point; a copy goes on from
     the same point in a workspace of its own (see :meth:`__getstate__`).
@@ -167,8 +176,10 @@ class KernelEnv(gym.Env):
     def __init__(self, task_id: str, backend: str = "auto", guidance: str | tuple[str, ...] = "L1+L2+L3",
                  reward: str = "speedup", render_mode: str | None = None,
                  evaluator_options: dict[str, Any] | None = None, max_steps: int | None = None,
-                 evaluator: EvaluationService | str | None = None):
+                 evaluator: EvaluationService | str | None = None, mode: str = "solution"):
         self.task = load_task(task_id)
+        toolset(mode)  # a ValueError naming the modes for any other
+        self.mode = mode
         _check_budget("max_steps", max_steps, optional=True)
         self._max_steps_given = max_steps is not None
         self.max_steps = MAX_STEPS if max_steps is None else max_steps
@@ -234,7 +245,7 @@ class KernelEnv(gym.Env):
         return EpisodeState(task_id=self.task.id, backend=self.backend, guidance=self._episode_layers,
                             reward=self.reward_kind, max_steps=self.max_steps, seed=self._reset_seed,
                             steps=len(self._log), terminated=self._terminated, actions=actions, blobs=blobs,
-                            files=files)
+                            files=files, mode=self.mode)
 
     def follow_time_limit(self, limit: int) -> None:
         """Make the step budget that of a ``TimeLimit`` of ``limit`` steps around this env (or the
@@ -275,13 +286,14 @@ class KernelEnv(gym.Env):
                     "evaluator_options": copy.deepcopy(self.evaluator_options),
                     "evaluator": self._service_choice if self._own_service else self._service,
                     "max_steps": self.max_steps, "max_steps_given": self._max_steps_given, "spec": self.spec,
+                    "mode": self.mode,
                     "np_random": copy.deepcopy(self._np_random), "np_random_seed": self._np_random_seed,
                     "episode": episode}
 
     def __setstate__(self, data: dict[str, Any]) -> None:
         self.__init__(data["task_id"], backend=data["backend"], guidance=data["guidance"], reward=data["reward"],
                       render_mode=data["render_mode"], evaluator_options=data["evaluator_options"],
-                      max_steps=data["max_steps"], evaluator=data["evaluator"])
+                      max_steps=data["max_steps"], evaluator=data["evaluator"], mode=data["mode"])
         self._max_steps_given = data["max_steps_given"]
         self.spec = data["spec"]
         self._np_random, self._np_random_seed = data["np_random"], data["np_random_seed"]
@@ -321,15 +333,19 @@ class KernelEnv(gym.Env):
         self._episode_layers = parse_guidance((options or {}).get("guidance", self.guidance_layers))
         root = self._new_episode_dir()
         baseline_source = self.task.baseline_path.read_text()
-        self.workspace.write("solution.py", SOLUTION_STUB)
+        if self.mode == "solution":  # a design episode writes no code
+            self.workspace.write("solution.py", SOLUTION_STUB)
         baseline = root / "baseline.py"
         baseline.write_text(baseline_source)
         baseline.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
         self._log = ActionLog()
         self._terminated = False
         self._reset_seed = seed
-        note = rewards.NOTES[self.reward_kind] + ("" if self.backend == "cuda" else rewards.INTERPRETER_NOTE)
-        prompt = build_prompt(self.task, self._episode_layers, baseline_source, self.backend, self.max_steps, note)
+        if self.mode == "design":
+            prompt = build_design_prompt(self.task, self._episode_layers, baseline_source, self.max_steps)
+        else:
+            note = rewards.NOTES[self.reward_kind] + ("" if self.backend == "cuda" else rewards.INTERPRETER_NOTE)
+            prompt = build_prompt(self.task, self._episode_layers, baseline_source, self.backend, self.max_steps, note)
         return self._observe(prompt), self._info()
 
     def _step(self, action: str | dict):
@@ -340,11 +356,12 @@ class KernelEnv(gym.Env):
         # A dict action runs from its JSON text, as a text action would: one parser for both.
         text = action if isinstance(action, str) else _action_text(action)
         try:
-            call = parse_action(text)
+            call = parse_action(text, self.mode)
         except ActionError as exc:
             return self._refuse(Refusal.of(text, str(exc)))
         except Exception as exc:  # noqa: BLE001 - last resort: a bad action must never break step()
-            return self._refuse(Refusal.of(text, f"the action could not be read ({type(exc).__name__}). {FORMAT}"))
+            return self._refuse(Refusal.of(text, f"the action could not be read ({type(exc).__name__}). "
+                                                 f"{format_note(self.mode)}"))
         try:
             observation, result = getattr(self, f"_tool_{call.tool}")(**call.args)
         except WorkspaceError as exc:  # the workspace is as it was (Workspace's contract): a refusal
@@ -357,6 +374,9 @@ class KernelEnv(gym.Env):
             info["queue"] = dict(result.queue)
             # The design properties' automatic findings (EvalResult.properties): reported, never in the reward.
             info["properties"] = result.properties
+        if call.tool == "submit_design":
+            self._terminated = True
+            info["design"] = call.args["design"]
         reward = 0.0
         if call.tool == "submit":
             self._terminated = True
@@ -367,7 +387,8 @@ class KernelEnv(gym.Env):
     def _ended(self):
         """The step's answer when the episode is over (submitted, or its budget used up), else None."""
         if self._terminated:
-            text = "The episode has ended (the solution was submitted). Call reset() to start a new one."
+            text = (f"The episode has ended (the {'design' if self.mode == 'design' else 'solution'} was submitted). "
+                    "Call reset() to start a new one.")
             return self._observe(text), 0.0, True, False, self._info(error="episode already ended")
         if len(self._log) >= self.max_steps:  # whether or not a TimeLimit wrapper stops the caller
             text = (f"The episode has ended (its budget of {self.max_steps} steps is used up). Call reset() "
@@ -472,13 +493,20 @@ class KernelEnv(gym.Env):
         result = self._evaluate("submit", seed=secrets.randbits(63))
         return format_result(result, "submit: final evaluation on fresh secret inputs"), result
 
+    def _tool_submit_design(self, design: str):
+        if not design.strip():
+            raise WorkspaceError("submit_design needs the design itself: the design argument is empty")
+        return (f"Design submitted ({len(design)} characters). The episode has ended; a judge grades the design "
+                "against the task's design properties."), None
+
     # -- Helpers ---------------------------------------------------------------------------------
     def _observe(self, text: str) -> str:
         self._last_observation = to_observation(text)
         return self._last_observation
 
     def _info(self, **extra) -> dict[str, Any]:
-        return {"task": self.task.id, "backend": self.backend, "guidance": list(self._episode_layers),
+        return {"task": self.task.id, "backend": self.backend, "mode": self.mode,
+                "guidance": list(self._episode_layers),
                 "steps": len(self._log), "max_steps": self.max_steps, "reward_version": rewards.REWARD_VERSION, **extra}
 
     def _require_episode(self, call: str) -> None:

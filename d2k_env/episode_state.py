@@ -30,6 +30,7 @@ class EpisodeState:
     actions: list[dict[str, Any]]
     blobs: dict[str, dict[str, Any]]
     files: dict[str, Any]  # path -> the content, or {"blob": key} when the content is a blob
+    mode: str = "solution"  # "design": a design-only episode (absent from states written before modes)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON data (a new dict; lists and dicts in it are the state's own)."""
@@ -46,14 +47,15 @@ class EpisodeState:
         if not isinstance(data, dict):
             raise ValueError(f"a state is an EpisodeState or its JSON, not a {type(data).__name__}")
         names = [f.name for f in fields(cls)]
-        missing = [name for name in names if name not in data]
+        missing = [name for name in names if name not in data and name != "mode"]
         if missing:
             raise ValueError(f"the state lacks {', '.join(missing)}")
         if not isinstance(data["task_id"], str):
             raise ValueError(f"the state's task id {repr(data['task_id'])[:100]} is not a string naming one of the "
                              "registered tasks")
+        data = {"mode": "solution", **data}
         types = {"backend": str, "reward": str, "max_steps": int, "steps": int,
-                 "terminated": bool, "actions": list, "blobs": dict, "files": dict}
+                 "terminated": bool, "actions": list, "blobs": dict, "files": dict, "mode": str}
         wrong = [name for name, kind in types.items() if not isinstance(data[name], kind)]
         if data["seed"] is not None and not isinstance(data["seed"], int):
             wrong.append("seed")

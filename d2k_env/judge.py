@@ -28,6 +28,10 @@ The protocol:
   :class:`JudgeBudgetError`. The token cap is checked before each request, so the last one may
   pass it.
 
+- ``kind="design"`` judges a design written before any code (a design-only episode's
+  ``submit_design``): there are no findings, so every property is asked, under the design rubric
+  (does the design commit to it?). The kind is part of the cache key.
+
 The prompt, the rubric and the reading of answers are in :mod:`d2k_env.judge_prompt`.
 """
 
@@ -37,13 +41,14 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from d2k_env.agents.base import TokenUsage
-from d2k_env.judge_prompt import (PROMPT_VERSION, RUBRIC_VERSION, SCORES, SYSTEM_PROMPT, UNJUDGED, build_prompt,
-                                  read_answer)
+from d2k_env.judge_prompt import (KINDS, PROMPT_VERSION, RUBRIC_VERSION, SCORES, UNJUDGED, build_prompt, read_answer,
+                                  system_prompt)
 from d2k_env.task import Task
 from d2k_env.tasks.properties import LAYERS, STATUSES, DesignProperty, Finding
 
@@ -93,6 +98,7 @@ class Verdict:
     cached: bool = False
     rubric_version: str = RUBRIC_VERSION
     prompt_version: str = PROMPT_VERSION
+    kind: str = "solution"  # or "design" (see the module docstring)
 
     def summary(self) -> dict[str, dict[str, Any]]:
         """Per layer: how many properties have each score, and the realised fraction of those
@@ -124,7 +130,8 @@ class Judge:
 
     ``client``: an ``openai.OpenAI`` client, else one is made for ``base_url`` (and ``api_key``, else
     ``OPENAI_API_KEY``), as the agents make theirs; ``model``: else ``D2K_MODEL``, else the server's
-    only model. ``usage`` counts what the judge has spent over its life.
+    only model. ``usage`` counts what the judge has spent over its life. Threads may share a judge
+    (``d2k run --jobs``): it gives one verdict at a time, so its budget holds across them.
     """
 
     def __init__(self, client=None, model: str | None = None, cache_dir: str | Path | None = None,
@@ -144,17 +151,37 @@ class Judge:
         self.confirm, self.max_attempts, self.temperature = confirm, max_attempts, temperature
         self.retry = (max_retries, backoff_s, max_backoff_s)
         self.usage = TokenUsage()
+        self._lock = threading.Lock()
 
-    def key(self, task: Task, solution: str, findings: Mapping[str, Finding]) -> str:
+    def key(self, task: Task, solution: str, findings: Mapping[str, Finding], kind: str = "solution") -> str:
         material = {"task": task.id, "solution": solution,
                     "properties": [_describe(p) for p in task.spec.design_properties],
                     "findings": {k: [f.status, f.detail] for k, f in sorted(findings.items())}, "confirm": self.confirm,
                     "rubric": RUBRIC_VERSION, "prompt": PROMPT_VERSION, "model": self.model}
+        if kind != "solution":  # in the key only where it is not the default: solutions' cached keys stay valid
+            material["kind"] = kind
         return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
-    def judge(self, task: Task, solution_source: str, findings: Mapping[str, Finding] | None = None) -> Verdict:
+    def judge(self, task: Task, solution_source: str, findings: Mapping[str, Finding] | None = None,
+              kind: str = "solution") -> Verdict:
         """The verdict on ``solution_source`` for ``task``; ``findings``: the automatic ones by property
-        id (:func:`d2k_env.tasks.properties.findings`); an ``unchecked`` one settles nothing."""
+        id (:func:`d2k_env.tasks.properties.findings`); an ``unchecked`` one settles nothing.
+        ``kind="design"``: ``solution_source`` is a design's text, judged without findings."""
+        with self._lock:
+            return self._judge(task, solution_source, findings, kind)
+
+    def describe(self) -> dict[str, Any]:
+        """What a trajectory records of the judge: its model, versions and settings."""
+        return {"model": self.model, "rubric_version": RUBRIC_VERSION, "prompt_version": PROMPT_VERSION,
+                "confirm": self.confirm, "max_attempts": self.max_attempts, "temperature": self.temperature,
+                "budget": asdict(self.budget), "base_url": str(getattr(self.client, "base_url", ""))}
+
+    def _judge(self, task: Task, solution_source: str, findings: Mapping[str, Finding] | None,
+               kind: str) -> Verdict:
+        if kind not in KINDS:
+            raise ValueError(f"kind: one of {KINDS}, not {kind!r}")
+        if kind == "design" and findings:
+            raise ValueError("a design has no automatic findings: nothing of it ran")
         solution = solution_source
         properties = list(task.spec.design_properties)
         if not properties:
@@ -164,7 +191,7 @@ class Judge:
             if pid not in {p.id for p in properties} or finding.status not in STATUSES:
                 raise ValueError(f"finding {pid}: {finding.status!r} for a property of task {task.id}? Findings name "
                                  f"its properties ({', '.join(p.id for p in properties)}), with a status of {STATUSES}")
-        key = self.key(task, solution, findings)
+        key = self.key(task, solution, findings, kind)
         if (cached := self._cached(key)) is not None:
             return cached
         settled = [p for p in properties if p.id in findings and findings[p.id].status in _FROM_FINDING]
@@ -172,7 +199,7 @@ class Judge:
         asked = [p for p in properties if p not in settled] + blind
         facts = [(p, findings[p.id]) for p in settled if p not in blind]
         before = replace(self.usage)
-        answers, why = self._ask(task, solution, asked, facts) if asked else ({}, None)
+        answers, why = self._ask(task, solution, asked, facts, kind) if asked else ({}, None)
         verdicts, checked, agree = [], 0, 0
         for p in properties:
             finding = findings.get(p.id)
@@ -190,15 +217,15 @@ class Judge:
                 verdicts.append(PropertyVerdict(p.id, p.layer, p.text, UNJUDGED, f"no usable answer: {why}", "judge",
                                                 finding.status if finding else None))
         verdict = Verdict(task.id, self.model, key, tuple(verdicts), {"checked": checked, "agree": agree},
-                          self.usage.minus(before).to_dict())
+                          self.usage.minus(before).to_dict(), kind=kind)
         if why is None:  # every question answered (confirmations too): the same key needs no request again
             self._store(verdict)
         return verdict
 
-    def _ask(self, task, solution, asked, facts) -> tuple[dict[str, tuple[str, str]], str | None]:
+    def _ask(self, task, solution, asked, facts, kind) -> tuple[dict[str, tuple[str, str]], str | None]:
         pending = {p.id for p in asked}
-        messages = [{"role": "system", "content": SYSTEM_PROMPT},
-                    {"role": "user", "content": build_prompt(task, solution, asked, facts)}]
+        messages = [{"role": "system", "content": system_prompt(kind)},
+                    {"role": "user", "content": build_prompt(task, solution, asked, facts, kind)}]
         answers: dict[str, tuple[str, str]] = {}
         why = None
         for attempt in range(1, self.max_attempts + 1):

@@ -19,11 +19,16 @@ RUBRIC_VERSION = "1"
 PROMPT_VERSION = "1"
 SCORES = ("realised", "partly", "not")
 UNJUDGED = "unjudged"
+KINDS = ("solution", "design")  # what is judged: a solution's code, or a design written before any code
 _FENCED = re.compile(r"^```[A-Za-z]*[ \t]*\n(.*?)\n?```$", re.DOTALL)
 
 SYSTEM_PROMPT = (
     "You review GPU kernels written in Triton. You decide whether a solution realises given design "
     "properties, reading its code against the task's guidance. You answer with one JSON object and nothing else.")
+
+DESIGN_SYSTEM_PROMPT = (
+    "You review designs of GPU kernels to be written in Triton. You decide whether a design realises given design "
+    "properties, reading it against the task's guidance. You answer with one JSON object and nothing else.")
 
 RUBRIC = (
     'Scores: "realised": the code does what the property states, on every path forward takes; '
@@ -31,15 +36,37 @@ RUBRIC = (
     '"not": it does not, or the code gives no evidence that it does. Judge the code, not its comments. '
     "Give each score a one-line reason naming the code that decides it.")
 
+DESIGN_RUBRIC = (
+    'Scores: "realised": the design commits to what the property states, concretely enough to build it; '
+    '"partly": it commits to it only on some paths or shapes, only in part, or leaves it open among options; '
+    '"not": it does not, contradicts it, or does not say. Judge what the design commits to, not what it says '
+    "it might consider. Give each score a one-line reason naming the part of the design that decides it.")
+
 
 def _one_line(text: str, limit: int = 300) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def system_prompt(kind: str = "solution") -> str:
+    return DESIGN_SYSTEM_PROMPT if kind == "design" else SYSTEM_PROMPT
+
+
 def build_prompt(task: Task, solution: str, asked: list[DesignProperty],
-                 facts: list[tuple[DesignProperty, Finding]]) -> str:
-    """The judge's request for ``asked``, with ``facts`` (settled findings) stated as true."""
+                 facts: list[tuple[DesignProperty, Finding]], kind: str = "solution") -> str:
+    """The judge's request for ``asked``, with ``facts`` (settled findings) stated as true.
+    ``kind="design"``: ``solution`` is a design written before any code (there are no facts), read
+    under :data:`DESIGN_RUBRIC`."""
+    if kind == "design":
+        fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", solution)), default=0))
+        wanted = "\n".join(f"- {p.id} [{p.layer}]: {p.text}" for p in asked)
+        guidance = "\n\n".join(f"## {layer}\n{task.guidance(layer)}" for layer in sorted({p.layer for p in asked}))
+        return (f"# Task: {task.id}\n{task.description}\n\n# Design guidance\n{guidance}\n\n"
+                f"# The design (written before any code; nothing was run)\n"
+                f"{fence}text\n{solution.rstrip()}\n{fence}\n\n"
+                f"# Properties to judge\n{wanted}\n\n# Answer\n{DESIGN_RUBRIC}\n"
+                'Reply with one JSON object and nothing else: {"properties": [{"id": "<property id>", '
+                '"score": "realised" | "partly" | "not", "reason": "<one line>"}]}, one entry per property to judge.')
     layers = sorted({p.layer for p in asked})
     guidance = "\n\n".join(f"## {layer}\n{task.guidance(layer)}" for layer in layers)
     known = "\n".join(f"- {p.id} ({p.layer}, {p.text}): {f.status}; {f.detail}" for p, f in facts) or "(none)"

@@ -31,12 +31,17 @@ MODES = ("auto", "rich", "lines", "quiet")
 
 def episode_text(key: Any, summary: dict[str, Any]) -> Text:
     """One ended episode: ``<key>: correct, speedup 2.10x, reward 2.100, 12 steps, 3400 tokens``,
-    or ``<key>: failed: <error>``."""
+    or ``<key>: failed: <error>``; a design-only one ``<key>: design submitted, judged 4/6
+    realised, ...`` (the judge's part when it gave a verdict)."""
     if summary["status"] != "finished":
         return Text.assemble(f"{key}: ", ("failed", "red"), f": {summary['error']}")
     verdict = ("correct", "green") if summary["correct"] else ("not correct", "red")
+    if "submitted_design" in summary:  # a design-only episode: nothing to be correct
+        verdict = ("design submitted", "green") if summary["submitted"] else ("no design submitted", "red")
+    judged = [p["score"] for p in (summary.get("judge") or {}).get("properties", [])]
+    grade = f", judged {judged.count('realised')}/{len(judged)} realised" if judged else ""
     speed = f", speedup {summary['speedup']:.2f}x" if summary["speedup"] is not None else ""
-    return Text.assemble(f"{key}: ", verdict, f"{speed}, reward {summary['total_reward']:.3f}, "
+    return Text.assemble(f"{key}: ", verdict, f"{speed}{grade}, reward {summary['total_reward']:.3f}, "
                          f"{plural(summary['steps'], 'step')}, {plural(summary['tokens']['total_tokens'], 'token')}")
 
 

@@ -45,9 +45,49 @@ CAPABILITIES = (
 )
 
 
+def _guidance_sections(task: Task, layers: tuple[str, ...]) -> list[str]:
+    shown = ", ".join(layers) if layers else "none"
+    sections = [f"## Expert guidance (layers shown: {shown})"]
+    if layers:
+        for layer in layers:
+            sections.append(f"### {LAYER_NAMES[layer]}\n{task.guidance(layer)}")
+    else:
+        sections.append("No guidance layers are shown in this episode.")
+    return sections
+
+
+def build_design_prompt(task: Task, layers: tuple[str, ...], baseline_source: str, max_steps: int) -> str:
+    """The reset observation of a design-only episode: the task, its baseline, its workloads and the
+    guidance shown, and what a design should state. It names no design property: those are what
+    the judge grades."""
+    sections = [
+        f"# Task: {task.id} - {task.title}",
+        f"Family: {task.family}. Real-world sources: {'; '.join(task.sources)}.",
+        "Design a Triton kernel that computes exactly what the PyTorch baseline computes, faster. This is a "
+        "design-only episode: you write no code and nothing is run. State your design in prose and pseudo-code "
+        "and submit it with submit_design.",
+        "## What forward computes\n" + task.description,
+        "## Baseline (baseline.py in your workspace, read-only)\n```python\n" + baseline_source.strip() + "\n```",
+        "## Workloads (the shapes the kernel is timed on, on the GPU)\n" + workload_table(task, task.workloads),
+        *(["## Held-out shapes\nThe kernel must also be correct for " + task.heldout_shapes + "."]
+          if task.heldout_shapes else []),
+        *_guidance_sections(task, layers),
+        "## What the design states\nBe concrete and commit to choices: the algorithm (what is computed in "
+        "which order, and with what precision); the dataflow (how many kernels and launches, what each program "
+        "owns, what is read and written to global memory and how often, what stays on chip); and the GPU "
+        "realisation (block sizes, tiling, tl.dot or element-wise work, vectorised and contiguous accesses, "
+        "pipelining, atomics or not). A judge grades the design against the task's design properties, "
+        "reading what it commits to, not what it says it might do.",
+        "## Tools\n" + tools.manual("design"),
+        "## Action format\n" + tools.format_note("design"),
+        f"## Budget\nAt most {max_steps} steps; every tool call is one step. submit_design ends the episode. "
+        "The episode's reward is 0: a design is graded by the judge, never rewarded.",
+    ]
+    return "\n\n".join(sections) + "\n"
+
+
 def build_prompt(task: Task, layers: tuple[str, ...], baseline_source: str, backend: str,
                  max_steps: int, reward_note: str) -> str:
-    shown = ", ".join(layers) if layers else "none"
     sections = [
         f"# Task: {task.id} - {task.title}",
         f"Family: {task.family}. Real-world sources: {'; '.join(task.sources)}.",
@@ -73,12 +113,7 @@ def build_prompt(task: Task, layers: tuple[str, ...], baseline_source: str, back
            if backend == "cuda" else
            "Evaluations check correctness on the smoke workloads with Triton's CPU interpreter; nothing is timed."),
     ]
-    sections.append(f"## Expert guidance (layers shown: {shown})")
-    if layers:
-        for layer in layers:
-            sections.append(f"### {LAYER_NAMES[layer]}\n{task.guidance(layer)}")
-    else:
-        sections.append("No guidance layers are shown in this episode.")
+    sections += _guidance_sections(task, layers)
     sections += [
         "## Tools\n" + tools.manual(),
         "## Action format\n" + tools.FORMAT,

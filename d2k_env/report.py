@@ -30,6 +30,22 @@ Definitions (applied everywhere, tables and plots alike):
 - A task x condition cell that never ran is shown as not run, never as a zero.
 - Trajectories scored under different reward versions (:data:`d2k_env.reward.REWARD_VERSION`) are
   reported in separate sections, never averaged together, and the report warns that it mixes them.
+
+Design properties (issue 30's per-layer table), per guidance condition (rows) and property layer
+(L1/L2/L3, columns), over the condition's finished episodes, from what each summary recorded
+(:func:`d2k_env.runner.property_records` and the judge's verdict):
+
+- *Automatic*: of the properties a check settled on the submission, the share ``realised``; those
+  it could not settle (the backend has no such measurement, nothing was submitted) are counted
+  apart as unchecked, never guessed.
+- *Judged*: of the properties the judge scored (those no check settled), the share ``realised``,
+  with ``partly`` counted apart; properties left without a score (no judge, nothing submitted, a
+  failed judge, an unusable answer) are counted apart as unjudged. Where both apply, the judge's
+  blind agreement with the checks (``--judge-confirm``) is summed.
+- *Uplift over none*: a condition's realised share minus that of ``none``, in percentage points,
+  per layer, paired: both counted over the (task, seed) pairs with records under both.
+- Design-only episodes (mode ``design``) have their own sections, with the per-layer table alone:
+  nothing of a design runs, so every property is the judge's.
 """
 
 from __future__ import annotations
@@ -41,7 +57,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from d2k_env.judge_prompt import SCORES
 from d2k_env.runner import STACKING
+from d2k_env.tasks.properties import LAYERS
 from d2k_env.task import project_root
 from d2k_env.trajectory import Trajectory, json_safe, load_run
 from d2k_env.verdict import geomean
@@ -153,6 +171,51 @@ class Stacking:
 
 
 @dataclass
+class LayerCell:
+    """One guidance condition's design properties of one layer, summed over its finished episodes:
+    automatic findings (realised / not realised / unchecked) and judge scores (realised / partly /
+    not / unjudged) kept apart (see the module docstring)."""
+
+    condition: str
+    layer: str
+    episodes: int
+    auto_realised: int = 0
+    auto_not: int = 0
+    auto_unchecked: int = 0
+    judged_realised: int = 0
+    judged_partly: int = 0
+    judged_not: int = 0
+    unjudged: int = 0
+
+    @property
+    def auto_share(self) -> float | None:
+        checked = self.auto_realised + self.auto_not
+        return self.auto_realised / checked if checked else None
+
+    @property
+    def judged_share(self) -> float | None:
+        scored = self.judged_realised + self.judged_partly + self.judged_not
+        return self.judged_realised / scored if scored else None
+
+
+@dataclass
+class LayerUplift:
+    """A condition's property shares against ``none``'s, per layer, paired: both counted over
+    ``pairs``, the (task, seed) pairs with property records under both."""
+
+    condition: str
+    pairs: list[Pair]
+    none: dict[str, LayerCell]
+    cells: dict[str, LayerCell]
+
+    def delta(self, layer: str, share: str) -> float | None:
+        """``share`` ("auto_share" or "judged_share") of ``layer`` minus that under none; None where
+        either is n/a."""
+        a, b = getattr(self.none[layer], share), getattr(self.cells[layer], share)
+        return None if a is None or b is None else b - a
+
+
+@dataclass
 class PolicyReport:
     """One policy's results under one reward version (versions are never merged)."""
 
@@ -169,6 +232,12 @@ class PolicyReport:
     failed: list[dict[str, Any]] = field(default_factory=list)
     label: str = ""  # how tables and plots name this section: the policy, and its reward version when mixed
     coverage: dict[str, list[Pair]] = field(default_factory=dict)  # condition -> its finished (task, seed) pairs
+    mode: str = "solution"  # "design": design-only episodes (the per-layer property table alone)
+    layers: list[LayerCell] = field(default_factory=list)
+    agreement: dict[str, int] = field(default_factory=lambda: {"checked": 0, "agree": 0})
+    judged: bool = False  # whether any episode carries a judge's verdict
+    judge_errors: list[dict[str, Any]] = field(default_factory=list)  # episodes the judge gave no verdict on, why
+    layer_uplift: list["LayerUplift"] = field(default_factory=list)
 
     @property
     def missing(self) -> list[tuple[str, str]]:
@@ -211,7 +280,15 @@ class Report:
                               "stacking": {"conditions": p.stacking.conditions,
                                            "pairs": [list(pair) for pair in p.stacking.pairs],
                                            "summaries": [asdict(s) for s in p.stacking.summaries]},
-                              "failed": p.failed} for p in self.policies]}
+                              "failed": p.failed, "mode": p.mode, "judged": p.judged, "agreement": p.agreement,
+                              "judge_errors": p.judge_errors,
+                              "property_uplift": [{"condition": u.condition, "pairs": [list(x) for x in u.pairs],
+                                                   **{f"{layer}_{kind}": u.delta(layer, kind) for layer in LAYERS
+                                                      for kind in ("auto_share", "judged_share")}}
+                                                  for u in p.layer_uplift],
+                              "property_layers": [{**asdict(c), "auto_share": c.auto_share,
+                                                   "judged_share": c.judged_share} for c in p.layers]}
+                             for p in self.policies]}
 
 
 def _condition_order(condition: str) -> tuple[int, str]:
@@ -233,22 +310,81 @@ def build_report(run_dir: str | Path, reference_root: Path | None = None) -> Rep
         raise ValueError(f"{run_dir} holds no finished episodes yet (episodes/ is empty): run `d2k run` first")
     ref_file, ref_data = latest_reference_results(reference_root)
     ref = reference_speedups(ref_data)
-    groups: dict[tuple[str, int | None], list[Trajectory]] = defaultdict(list)
+    groups: dict[tuple[str, str, int | None], list[Trajectory]] = defaultdict(list)
     for t in trajectories:
-        groups[(t.header["policy"], t.header.get("reward_version"))].append(t)
-    policies = [_policy_report(policy, version, ts, ref)
-                for (policy, version), ts in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] is None,
-                                                                                      kv[0][1] or 0))]
+        groups[(t.header["policy"], t.header.get("mode", "solution"), t.header.get("reward_version"))].append(t)
+    policies = [_policy_report(policy, version, ts, ref, mode)
+                for (policy, mode, version), ts in sorted(groups.items(), key=lambda kv: (
+                    kv[0][0], kv[0][1] != "solution", kv[0][2] is None, kv[0][2] or 0))]
     report = Report(str(run_dir), policies, str(ref_file) if ref_file else None, ref_data.get("meta", {}).get("gpu"))
     for p in policies:
-        p.label = p.policy + (f" (reward version {reward_version_name(p.reward_version)})"
-                              if report.mixed_reward_versions else "")
+        p.label = p.policy + (" (designs)" if p.mode == "design" else "") + (
+            f" (reward version {reward_version_name(p.reward_version)})" if report.mixed_reward_versions else "")
     return report
 
 
+def _count_properties(cells: dict[tuple[str, str], LayerCell], t: Trajectory) -> None:
+    """Adds a finished episode's property records and verdict to ``cells``, keyed (condition, layer)."""
+    verdict = t.summary.get("judge") or {}
+    scores = {v["id"]: v["score"] for v in verdict.get("properties", []) if v.get("source") == "judge"}
+    condition = t.header["condition"]
+    for layer in LAYERS:
+        cells.setdefault((condition, layer), LayerCell(condition, layer, 0)).episodes += 1
+    for r in t.summary["properties"]:
+        cell = cells[(condition, r["layer"])]
+        if r["status"] in ("realised", "not realised"):  # settled by its check: not the judge's
+            cell.auto_realised += r["status"] == "realised"
+            cell.auto_not += r["status"] == "not realised"
+            continue
+        cell.auto_unchecked += r["status"] == "unchecked"  # None: no check (or a design): the judge's alone
+        score = scores.get(r["id"])
+        cell.judged_realised += score == "realised"
+        cell.judged_partly += score == "partly"
+        cell.judged_not += score == "not"
+        cell.unjudged += score not in SCORES
+
+
+def _property_layers(trajectories: list[Trajectory]):
+    """The per-layer cells of finished episodes (conditions in stacking order), the paired uplift of
+    each condition over ``none``, the judge's summed agreement with the checks, whether any episode
+    was judged, and the episodes the judge gave no verdict on with its reason. Episodes written
+    before findings were recorded (no ``properties`` in their summary) count nowhere."""
+    cells: dict[tuple[str, str], LayerCell] = {}
+    recorded: dict[str, dict[Pair, Trajectory]] = defaultdict(dict)  # condition -> episodes with records
+    agreement, judged, errors = {"checked": 0, "agree": 0}, False, []
+    for t in trajectories:
+        if not t.finished or t.summary.get("properties") is None:
+            continue
+        recorded[t.header["condition"]][(t.header["task"], t.header["seed"])] = t
+        verdict = t.summary.get("judge") or {}
+        if verdict.get("error"):
+            errors.append({"task": t.header["task"], "condition": t.header["condition"], "seed": t.header["seed"],
+                           "error": verdict["error"]})
+        if verdict.get("properties") is not None:
+            judged = True
+            for k in agreement:
+                agreement[k] += (verdict.get("agreement") or {}).get(k, 0)
+        _count_properties(cells, t)
+    ordered = sorted(cells.values(), key=lambda c: (_condition_order(c.condition), c.layer))
+    uplift = []
+    for condition in sorted(set(recorded) - {"none"}, key=_condition_order):
+        pairs = sorted(set(recorded[condition]) & set(recorded.get("none", {})))
+        if not pairs:
+            continue
+        base: dict[tuple[str, str], LayerCell] = {}
+        target: dict[tuple[str, str], LayerCell] = {}
+        for pair in pairs:
+            _count_properties(base, recorded["none"][pair])
+            _count_properties(target, recorded[condition][pair])
+        uplift.append(LayerUplift(condition, pairs, {layer: base[("none", layer)] for layer in LAYERS},
+                                  {layer: target[(condition, layer)] for layer in LAYERS}))
+    return ordered, uplift, agreement, judged, errors
+
+
 def _policy_report(policy: str, version: int | None, trajectories: list[Trajectory],
-                   ref: dict[str, float]) -> PolicyReport:
+                   ref: dict[str, float], mode: str = "solution") -> PolicyReport:
     first = trajectories[0].header
+    layers, layer_uplift, agreement, judged, judge_errors = _property_layers(trajectories)
     settings = {k: first[k] for k in ("backend", "reward", "max_steps")}
     timed = settings["backend"] == "cuda"
     groups: dict[tuple[str, str], list[Trajectory]] = defaultdict(list)
@@ -270,7 +406,8 @@ def _policy_report(policy: str, version: int | None, trajectories: list[Trajecto
     per_layer = [paired.uplift(a, b) for a, b in zip(STACKING, STACKING[1:]) if a in present and b in present]
     return PolicyReport(policy, version, settings, first.get("gpu"), timed, cells, summaries, overall,
                         [u for u in per_layer if u is not None], paired.stacking(present), failed, policy,
-                        {c: sorted(paired.done[c]) for c in conditions if paired.done.get(c)})
+                        {c: sorted(paired.done[c]) for c in conditions if paired.done.get(c)}, mode, layers,
+                        agreement, judged, judge_errors, layer_uplift)
 
 
 class _Paired:
@@ -365,11 +502,81 @@ def mixed_versions_warning(report: Report) -> str | None:
             "averaged across versions. Compare only sections of the same reward version.")
 
 
+def _share(share: float | None, counted: int, total: int, *apart: str) -> str:
+    notes = "; ".join([f"{counted}/{total}", *(a for a in apart if not a.startswith("0 "))])
+    return f"{_pct(share)} ({notes})"
+
+
+def _pp(delta: float | None) -> str:
+    return NOT_MEASURED if delta is None else f"{100 * delta:+.0f} pp"
+
+
+def _layer_sections(p: PolicyReport) -> list[str]:
+    """The per-layer design-property tables of one section (see the module docstring)."""
+    lines = ["### Design properties per layer", ""]
+    if not p.layers:
+        return lines + ["No finished episode recorded design-property findings (trajectories written before "
+                        "d2k-env recorded them, or no episode finished).", ""]
+    conditions = list(dict.fromkeys(c.condition for c in p.layers))
+    by = {(c.condition, c.layer): c for c in p.layers}
+    header = ["condition", "episodes", *LAYERS]
+    if p.mode == "design":
+        lines += ["Nothing of a design runs: every property is the judge's.", ""]
+    else:
+        lines += ["Automatic checks on the submission: share realised of the properties a check settled "
+                  "(realised/settled; unchecked apart, never guessed).", ""]
+        lines += _table(header, [[cond, str(by[(cond, LAYERS[0])].episodes),
+                                  *(_share(c.auto_share, c.auto_realised, c.auto_realised + c.auto_not,
+                                           f"{c.auto_unchecked} unchecked")
+                                    for c in (by[(cond, layer)] for layer in LAYERS))] for cond in conditions])
+        lines.append("")
+    if p.judge_errors:
+        first = p.judge_errors[0]
+        lines += [f"The judge gave no verdict on {plural(len(p.judge_errors), 'episode')} (their properties count as "
+                  f"unjudged), e.g. {first['task']} [{first['condition']}] seed {first['seed']}: "
+                  f"{first['error'].splitlines()[0][:160]}", ""]
+    if not p.judged:
+        lines += ["Judge: no episode was judged; `d2k run ... --judge-model NAME` scores the properties no check "
+                  "settles.", ""]
+    else:
+        lines += ["Judge: share realised of the properties it scored (realised/scored; partly and unjudged apart).", ""]
+        lines += _table(header, [[cond, str(by[(cond, LAYERS[0])].episodes),
+                                  *(_share(c.judged_share, c.judged_realised,
+                                           c.judged_realised + c.judged_partly + c.judged_not,
+                                           f"{c.judged_partly} partly", f"{c.unjudged} unjudged")
+                                    for c in (by[(cond, layer)] for layer in LAYERS))] for cond in conditions])
+        lines.append("")
+        if p.agreement["checked"]:
+            lines += [f"Judge agreement with the automatic checks (asked blind): {p.agreement['agree']} of "
+                      f"{p.agreement['checked']}.", ""]
+    kinds = ([] if p.mode == "design" else [("automatic", "auto_share")]) + (
+        [("judged", "judged_share")] if p.judged else [])
+    if p.layer_uplift and kinds:
+        lines += ["Uplift over none, per property layer (realised share minus that under none, paired: over the "
+                  "(task, seed) pairs recorded under both):", ""]
+        lines += _table(["condition", "(task, seed) pairs",
+                         *(f"{layer} {kind}" for layer in LAYERS for kind, _ in kinds)],
+                        [[u.condition, _pairs(u.pairs), *(_pp(u.delta(layer, attr)) for layer in LAYERS
+                                                          for _, attr in kinds)] for u in p.layer_uplift])
+        lines.append("")
+    return lines
+
+
 def to_markdown(report: Report) -> str:
     lines = [f"# d2k report: {report.run_dir}", ""]
     if warning := mixed_versions_warning(report):
         lines += [f"> **{warning}**", ""]
     for p in report.policies:
+        if p.mode == "design":
+            lines += [f"## Policy `{p.policy}`, design-only episodes"
+                      + (f", reward version {reward_version_name(p.reward_version)}"
+                         if report.mixed_reward_versions else ""), "",
+                      f"{sum(c.episodes for c in p.layers if c.layer == LAYERS[0])} finished episodes, "
+                      f"{len(p.failed)} failed; at most {p.settings['max_steps']} steps per episode. A design is "
+                      "graded by the judge alone and never rewarded.", ""]
+            lines += _layer_sections(p)
+            lines += _failed_section(p)
+            continue
         lines += [f"## Policy `{p.policy}`" + (f", reward version {reward_version_name(p.reward_version)}"
                                               if report.mixed_reward_versions else ""), "",
                   f"Backend {p.settings['backend']}{f' ({p.gpu})' if p.gpu else ''}, reward {p.settings['reward']} "
@@ -424,12 +631,8 @@ def to_markdown(report: Report) -> str:
                              f"({plural(len(p.stacking.tasks), 'task')}), those every one of these conditions ran."
                              if p.stacking.pairs else
                              "no (task, seed) pair ran under every one of these conditions, so nothing is drawn.")]
-        if p.failed:
-            lines += ["", "### Failed episodes (run `d2k run` again to retry them)", ""]
-            lines += _table(["task", "condition", "seed", "error"],
-                            [[f["task"], f["condition"], str(f["seed"]), (f["error"] or "").splitlines()[0][:120]]
-                             for f in p.failed])
-        lines.append("")
+        lines += ["", *_layer_sections(p)]
+        lines += _failed_section(p)
     lines += ["## Definitions", "",
               "An episode is correct when it submitted and every workload passed on fresh secret inputs. Episode "
               "speedup: the geometric mean over workloads of baseline time / solution time when correct, and 1.0 "
@@ -439,28 +642,95 @@ def to_markdown(report: Report) -> str:
               "stacking are paired: they compare conditions only on the (task, seed) pairs finished under every "
               "condition compared. A cell never run is shown as not run, never as zero. Trajectories of different "
               "reward versions are reported apart, never averaged together. Expert reference: "
-              f"{report.reference_file or 'no benchmarks/results/references-*.json found'}.", ""]
+              f"{report.reference_file or 'no benchmarks/results/references-*.json found'}.", "",
+              "Design properties per layer: per guidance condition and property layer, over the condition's "
+              "finished episodes. Automatic: the share realised of the properties a check settled on the "
+              "submission; unchecked ones (no such measurement on the backend, nothing submitted) are counted "
+              "apart, never guessed. Judged: the share realised of the properties the judge scored (those no "
+              "check settled), partly and unjudged counted apart. Their uplift over none is paired, over the (task, "
+              "seed) pairs recorded under both conditions. The judge is a model reading the code or "
+              "design: its scores are not measurements, and never change the reward.", ""]
     return "\n".join(lines)
 
 
+def _failed_section(p: PolicyReport) -> list[str]:
+    if not p.failed:
+        return []
+    return ["### Failed episodes (run `d2k run` again to retry them)", "",
+            *_table(["task", "condition", "seed", "error"],
+                    [[f["task"], f["condition"], str(f["seed"]), (f["error"] or "").splitlines()[0][:120]]
+                     for f in p.failed]), ""]
+
+
 def write_plots(report: Report, out_dir: Path) -> list[Path]:
-    """``guidance_pairs.png`` (per task, bars per condition) and ``layer_stacking.png`` (paired).
+    """``guidance_pairs.png`` (per task, bars per condition) and ``layer_stacking.png`` (paired), for
+    the sections of solution episodes; ``property_layers.png`` (realised share per property layer,
+    bars per condition) for every section with property findings.
 
     A cell never run gets no bar but a ``not run`` mark (``failed`` when every episode failed): a
-    zero-height bar would read as a measured zero.
+    zero-height bar would read as a measured zero. Matplotlib is the ``agents`` extra's: an
+    ImportError without it.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    timed = any(p.timed for p in report.policies)
+    paths = []
+    solutions = [p for p in report.policies if p.mode == "solution"]
+    if solutions:
+        paths += _solution_plots(plt, solutions, out_dir)
+    if any(p.layers for p in report.policies):
+        paths.append(_property_plot(plt, [p for p in report.policies if p.layers], out_dir))
+    return paths
+
+
+def _property_plot(plt, policies: list[PolicyReport], out_dir: Path) -> Path:
+    """Per section, the realised share per property layer, a bar per guidance condition: automatic
+    (solution episodes) and judged side by side. A share with nothing settled or scored gets an
+    ``n/a`` mark, not a bar."""
+    kinds = [("auto_share", "automatic checks"), ("judged_share", "judge")]
+    fig, axes = plt.subplots(len(policies), len(kinds), squeeze=False, figsize=(13, 3.8 * len(policies)))
+    for row, p in zip(axes, policies):
+        conditions = list(dict.fromkeys(c.condition for c in p.layers))
+        by = {(c.condition, c.layer): c for c in p.layers}
+        width = 0.8 / max(len(conditions), 1)
+        for ax, (attr, label) in zip(row, kinds):
+            for i, cond in enumerate(conditions):
+                drawn = []
+                for j, layer in enumerate(LAYERS):
+                    x = j + (i - (len(conditions) - 1) / 2) * width
+                    value = getattr(by[(cond, layer)], attr)
+                    if value is None:
+                        ax.text(x, 0, f"{cond}: {NOT_MEASURED}", rotation=90, ha="center", va="bottom", fontsize=6,
+                                color="gray")
+                    else:
+                        drawn.append((x, value))
+                bars = ax.bar([x for x, _ in drawn], [v for _, v in drawn], width, label=cond, color=f"C{i}")
+                ax.bar_label(bars, fmt="%.2f", fontsize=7)
+            ax.set_xticks(range(len(LAYERS)), [f"{layer} properties" for layer in LAYERS], fontsize=8)
+            ax.set_xlim(-0.5, len(LAYERS) - 0.5)
+            ax.set_ylim(0, 1.12)
+            ax.set_ylabel("share realised")
+            note = (" (designs: nothing runs)" if p.mode == "design" and attr == "auto_share" else
+                    " (no episode judged)" if attr == "judged_share" and not p.judged else "")
+            ax.set_title(f"{p.label}: {label}{note}", fontsize=9)
+        row[-1].legend(fontsize=7, title="guidance", title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    path = out_dir / "property_layers.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _solution_plots(plt, policies: list[PolicyReport], out_dir: Path) -> list[Path]:
+    timed = any(p.timed for p in policies)
     metrics = [("correct_rate", "correctness rate")] + ([("speedup", "speedup over baseline")] if timed else [])
     paths = []
 
-    fig, axes = plt.subplots(len(report.policies), len(metrics), squeeze=False,
-                             figsize=(6.5 * len(metrics), 3.8 * len(report.policies)))
-    for row, p in zip(axes, report.policies):
+    fig, axes = plt.subplots(len(policies), len(metrics), squeeze=False,
+                             figsize=(6.5 * len(metrics), 3.8 * len(policies)))
+    for row, p in zip(axes, policies):
         tasks = sorted({c.task for c in p.cells})
         conditions = [s.condition for s in p.conditions]
         width = 0.8 / max(len(conditions), 1)
@@ -499,7 +769,7 @@ def write_plots(report: Report, out_dir: Path) -> list[Path]:
     for ax, (attr, label) in zip(axes[0], [("correctness_rate", "correctness rate"),
                                              ("performance_score", "Performance Score")][:len(metrics)]):
         notes = []
-        for p in report.policies:
+        for p in policies:
             st = p.stacking
             not_run = [c for c in STACKING if c not in st.conditions]
             suffix = f"; not run: {', '.join(not_run)}" if not_run else ""
@@ -534,11 +804,14 @@ def write_plots(report: Report, out_dir: Path) -> list[Path]:
     return paths
 
 
-def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> tuple[Report, list[Path]]:
-    """Write ``report.md``, ``report.json`` and the PNG plots (into the run directory by default)."""
+def write_report(run_dir: str | Path, out_dir: str | Path | None = None,
+                 plots: bool = True) -> tuple[Report, list[Path]]:
+    """Write ``report.md``, ``report.json`` and (``plots``) the PNG plots, into the run directory by
+    default. The tables are written first: without matplotlib they are there when the plots' ImportError
+    is raised."""
     report = build_report(run_dir)
     out = Path(out_dir or run_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text(to_markdown(report))
     (out / "report.json").write_text(json.dumps(json_safe(report.to_dict()), indent=2, allow_nan=False) + "\n")
-    return report, [out / "report.md", out / "report.json", *write_plots(report, out)]
+    return report, [out / "report.md", out / "report.json", *(write_plots(report, out) if plots else [])]

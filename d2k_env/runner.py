@@ -6,6 +6,15 @@ step budget), ``episodes/`` (one trajectory per finished or failed episode, see
 experiment again resumes it: finished episodes are kept and skipped, failed ones run again, and
 ``.tmp`` files left by an interrupted run are deleted. Each episode has its own env and policy;
 ``jobs`` episodes run at once in threads (evaluations are child processes, model calls are I/O).
+
+A run's ``mode`` is its episodes' (``solution``, or ``design`` for design-only episodes, see
+:class:`d2k_env.env.KernelEnv`); one run directory holds one mode. Every step records the automatic
+findings on the task's design properties its evaluation made; the summary records each property's
+finding on the submission. With a ``judge`` (:class:`d2k_env.judge.Judge`), the submitted solution,
+or in design mode the submitted design, is judged as the episode ends and the verdict goes into the
+summary (a judge that fails records its error there: the episode still finished). Run again with a
+judge, the experiment also judges its finished episodes that carry no verdict (run without a judge,
+or whose judge failed), rewriting their files whole. Neither ever changes the reward.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from d2k_env.registration import env_id
 from d2k_env.service import EvaluationService, make_service
 from d2k_env.reward import REWARD_VERSION, check_reward_kind
 from d2k_env.task import load_task
+from d2k_env.tools import toolset
 from d2k_env.trajectory import (FORMAT_VERSION, TMP_SUFFIX, EpisodeKey, TrajectoryError, TrajectoryWriter,
                                 episodes_dir, read_trajectory)
 from d2k_env.verdict import geomean
@@ -46,12 +56,14 @@ STACKING = ("none", "L1", "L1+L2", "L1+L2+L3")  # the cumulative guidance condit
 @dataclass(frozen=True)
 class RunSettings:
     """What every episode of a run shares. ``observation_chars`` clips observations stored in
-    trajectories (0 keeps them whole); it does not change what the policy sees."""
+    trajectories (0 keeps them whole); it does not change what the policy sees. ``mode``: the
+    episodes' (``solution`` or ``design``)."""
 
     backend: str = "auto"
     reward: str = "speedup"
     max_steps: int = MAX_STEPS
     observation_chars: int = 50_000
+    mode: str = "solution"
 
     def __post_init__(self):
         object.__setattr__(self, "backend", resolve_backend(self.backend))
@@ -60,10 +72,11 @@ class RunSettings:
             raise ValueError("max_steps must be >= 1")
         if self.observation_chars < 0:
             raise ValueError("observation_chars must be >= 0")
+        toolset(self.mode)  # a ValueError naming the modes for any other
 
     def compared(self) -> dict[str, Any]:
         """The settings that must not change within a run directory."""
-        return {"backend": self.backend, "reward": self.reward, "max_steps": self.max_steps}
+        return {"backend": self.backend, "reward": self.reward, "max_steps": self.max_steps, "mode": self.mode}
 
 
 def condition_name(guidance: str | Sequence[str]) -> str:
@@ -100,6 +113,7 @@ class RunResult:
     finished: list[EpisodeKey] = field(default_factory=list)
     failed: list[tuple[EpisodeKey, str]] = field(default_factory=list)
     interrupted: bool = False
+    judged: list[EpisodeKey] = field(default_factory=list)  # finished earlier, judged by this run
 
 
 class RunDirectoryError(RuntimeError):
@@ -155,7 +169,8 @@ class RunDirectory:
         if not meta:
             self.write_meta({"format": FORMAT_VERSION, "created": _now(), "settings": self.settings.compared()})
             return
-        if meta.get("settings") != self.settings.compared():
+        # Run directories made before modes were are solution runs.
+        if {"mode": "solution", **(meta.get("settings") or {})} != self.settings.compared():
             raise ValueError(f"{self.path} was started with {meta.get('settings')}; this run asks for "
                              f"{self.settings.compared()}. Episodes compared in one directory must share them: "
                              "use another run directory")
@@ -232,7 +247,7 @@ def _stamp(path: Path) -> tuple[int, int]:
 def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy: Callable[[EpisodeKey], Policy],
                    settings: RunSettings, jobs: int = 1, callbacks: Sequence[RunCallback] = (),
                    stop: threading.Event | None = None, service: EvaluationService | None = None,
-                   progress: str | ProgressReporter = "auto") -> RunResult:
+                   progress: str | ProgressReporter = "auto", judge=None) -> RunResult:
     """Run every episode of ``keys`` not yet finished in ``run_dir``.
 
     ``progress`` says how the run reports itself as it goes (see :mod:`d2k_env.progress`):
@@ -246,6 +261,10 @@ def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy:
     The episodes share one evaluation service, ``service`` when given (the caller closes it), else
     a :class:`~d2k_env.service.LocalService` made here for the run: ``jobs`` lanes on the
     interpreter, two per GPU on the GPU (timed evaluations still have their GPU to themselves).
+
+    ``judge``: a :class:`d2k_env.judge.Judge` that grades each episode's submission (see the module
+    docstring), and, once the new episodes are done, those finished earlier without a verdict
+    (:attr:`RunResult.judged`); the caller closes it.
     """
     if jobs < 1:
         raise ValueError("jobs must be >= 1")
@@ -271,7 +290,7 @@ def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy:
             if stop.is_set():
                 return
             summary = _run_and_record(key, make_policy, settings, directory.episode_path(key), callbacks, stop,
-                                      service)
+                                      service, judge)
             if summary is None:
                 return
             with lock:
@@ -296,17 +315,21 @@ def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy:
             raise
         else:
             pool.shutdown(wait=True)
+        if judge is not None and not stop.is_set():
+            skipped = [k for k in keys if k not in set(todo)]
+            result.judged = judge_earlier(directory, skipped, settings.mode, judge, stop)
         result.interrupted = stop.is_set()
     return result
 
 
-def _run_and_record(key, make_policy, settings, path, callbacks, stop, service=None) -> dict[str, Any] | None:
+def _run_and_record(key, make_policy, settings, path, callbacks, stop, service=None,
+                    judge=None) -> dict[str, Any] | None:
     """One episode into its trajectory file; ``None`` when interrupted (the file is discarded)."""
     writer = TrajectoryWriter(path)
     for cb in callbacks:
         cb.on_episode_start(key)
     try:
-        header, summary = run_episode(key, make_policy, settings, writer, callbacks, stop, service)
+        header, summary = run_episode(key, make_policy, settings, writer, callbacks, stop, service, judge)
     except Interrupted:
         writer.discard()
         for cb in callbacks:
@@ -324,20 +347,21 @@ def _run_and_record(key, make_policy, settings, path, callbacks, stop, service=N
 def run_episode(key: EpisodeKey, make_policy: Callable[[EpisodeKey], Policy], settings: RunSettings,
                 writer: TrajectoryWriter, callbacks: Sequence[RunCallback] = (),
                 stop: threading.Event | None = None,
-                service: EvaluationService | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                service: EvaluationService | None = None, judge=None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Play one episode, writing its header, steps and summary; returns (header, summary).
 
     Any error of the policy or the env ends the episode as ``failed`` with the error recorded;
-    :class:`Interrupted` is raised when ``stop`` is set between steps.
+    :class:`Interrupted` is raised when ``stop`` is set between steps. ``judge`` grades the
+    submission of a finished episode (:func:`judge_submission`).
     """
     header: dict[str, Any] = {
         "type": "header", "format": FORMAT_VERSION, "policy": key.policy, "task": key.task,
         "condition": key.condition, "guidance": list(parse_guidance(key.condition)), "seed": key.seed,
         **settings.compared(), "reward_version": REWARD_VERSION, "observation_chars_limit": settings.observation_chars,
         "versions": versions(), "gpu": gpu_name(settings.backend), "start_time": _now(),
-        "policy_settings": None, "prompt": None,
+        "policy_settings": None, "prompt": None, "judge": judge.describe() if judge is not None else None,
     }
-    steps, total_reward, submission, code = 0, 0.0, None, None
+    steps, total_reward, submission, code, found, design = 0, 0.0, None, None, None, None
     terminated = truncated = False
     start = time.monotonic()
     policy: Policy | None = None
@@ -349,7 +373,7 @@ def run_episode(key: EpisodeKey, make_policy: Callable[[EpisodeKey], Policy], se
             header["policy_settings"] = policy.describe()
             env = gym.make(env_id(key.task), backend=settings.backend, guidance=key.condition,
                            reward=settings.reward, max_steps=settings.max_steps,
-                           max_episode_steps=settings.max_steps, evaluator=service)
+                           max_episode_steps=settings.max_steps, evaluator=service, mode=settings.mode)
             observation, info = env.reset(seed=key.seed)
             header["prompt"] = observation
         finally:
@@ -370,9 +394,12 @@ def run_episode(key: EpisodeKey, make_policy: Callable[[EpisodeKey], Policy], se
                       "observation_chars": len(observation), "reward": reward, "terminated": terminated,
                       "truncated": truncated, "tool": info.get("tool"), "error": info.get("error"),
                       "evaluation": info.get("evaluation"), "wall_s": t2 - t0, "policy_s": t1 - t0,
-                      "env_s": t2 - t1, "tokens": policy.usage.minus(used).to_dict()}
+                      "env_s": t2 - t1, "tokens": policy.usage.minus(used).to_dict(),
+                      "properties": info.get("properties")}
             if info.get("tool") == "submit" and "evaluation" in info:
-                submission, code = info["evaluation"], _solution(env)
+                submission, code, found = info["evaluation"], _solution(env), info.get("properties") or {}
+            if "design" in info:
+                design = info["design"]
             writer.write(record)
             for cb in callbacks:
                 cb.on_step(key, record)
@@ -387,13 +414,94 @@ def run_episode(key: EpisodeKey, make_policy: Callable[[EpisodeKey], Policy], se
                     closer.close()
                 except Exception:  # noqa: BLE001 - closing must not hide the episode's outcome
                     pass
+    task = load_task(key.task)
+    if settings.mode == "design":
+        outcome = {**submission_metrics(None), "submitted": design is not None, "correct": None,
+                   "submitted_design": design}
+    else:
+        outcome = {**submission_metrics(submission), "submitted_code": code}
+    verdict = None
+    if judge is not None and not error:
+        verdict = judge_submission(judge, task, settings.mode, code if settings.mode == "solution" else design, found)
     summary = {"type": "summary", "status": "failed" if error else "finished", "error": error, "traceback": trace,
                "total_reward": total_reward, "steps": steps, "terminated": terminated, "truncated": truncated,
-               **submission_metrics(submission), "submitted_code": code,
+               **outcome, "properties": property_records(task, settings.mode, submission is not None, found),
+               "judge": verdict,
                "tokens": policy.usage.to_dict() if policy is not None else TokenUsage().to_dict(),
                "wall_s": time.monotonic() - start, "end_time": _now()}
     writer.write(summary)
     return header, summary
+
+
+def property_records(task, mode: str, submitted: bool, found: dict[str, dict] | None) -> list[dict[str, Any]]:
+    """Each of the task's design properties as the summary records it: id, layer, text, its
+    automatic check (None: the judge's alone) and the automatic finding on the submission
+    (``status``, ``detail``). A checked property without a finding is ``unchecked``, saying why (not
+    submitted; no workload reached the replay); in a design episode nothing ran, so there are no
+    findings (``status`` None)."""
+    records = []
+    for p in task.spec.design_properties:
+        status = detail = None
+        if mode == "solution" and p.check is not None:
+            if not submitted:
+                status, detail = "unchecked", "nothing was submitted"
+            elif p.id in (found or {}):
+                status, detail = found[p.id]["status"], found[p.id]["detail"]
+            else:
+                status, detail = "unchecked", "no workload of the submission reached the replay"
+        records.append({"id": p.id, "layer": p.layer, "text": p.text,
+                        "check": p.check.describe() if p.check else None, "status": status, "detail": detail})
+    return records
+
+
+def judge_submission(judge, task, mode: str, text: str | None, found: dict[str, dict] | None) -> dict[str, Any]:
+    """The judge's verdict on a submission as the summary records it (:meth:`Verdict.to_dict`), or
+    ``{"error": ...}`` saying why there is none: nothing submitted, the task has no properties, or
+    the judge failed (its budget spent, its server unreachable after retries)."""
+    from d2k_env.tasks.properties import Finding
+
+    if text is None:
+        return {"error": f"nothing was submitted: no {'design' if mode == 'design' else 'solution'} to judge"}
+    if not task.spec.design_properties:
+        return {"error": f"task {task.id} has no design properties: nothing to judge"}
+    findings = {pid: Finding(f["status"], f["detail"]) for pid, f in (found or {}).items()}
+    try:
+        return judge.judge(task, text, findings, kind=mode).to_dict()
+    except Exception as exc:  # noqa: BLE001 - a judge's failure is recorded; the episode itself finished
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def judge_earlier(directory: RunDirectory, keys: Sequence[EpisodeKey], mode: str, judge,
+                  stop: threading.Event | None = None) -> list[EpisodeKey]:
+    """Judges the finished episodes of ``keys`` whose summary holds no verdict, from what it
+    recorded (the submission and its findings), and rewrites each one's file whole (the header
+    naming the judge, the summary holding the verdict). Skipped: episodes that submitted nothing,
+    and those written before findings were recorded (the judge would not know what the checks
+    settled). The episodes judged, in order."""
+    judged = []
+    for key in keys:
+        if stop is not None and stop.is_set():
+            break
+        path = directory.episode_path(key)
+        t = read_trajectory(path)
+        records, earlier = t.summary.get("properties"), t.summary.get("judge") or {}
+        text = t.summary.get("submitted_design" if mode == "design" else "submitted_code")
+        if not t.finished or records is None or text is None or earlier.get("properties") is not None:
+            continue
+        found = {r["id"]: {"status": r["status"], "detail": r["detail"]} for r in records if r["status"]}
+        verdict = judge_submission(judge, load_task(key.task), mode, text, found)
+        if verdict == t.summary.get("judge"):
+            continue  # the same error again: nothing to rewrite
+        writer = TrajectoryWriter(path)
+        try:
+            for record in ({**t.header, "judge": judge.describe()}, *t.steps, {**t.summary, "judge": verdict}):
+                writer.write(record)
+        except BaseException:
+            writer.discard()
+            raise
+        writer.commit()
+        judged.append(key)
+    return judged
 
 
 def submission_metrics(evaluation: dict[str, Any] | None) -> dict[str, Any]:

@@ -20,6 +20,8 @@ MAX_ACTION_CHARS = 2_000_000  # the action space's max_length too: a whole 1 MB 
 MAX_PATH_CHARS = 4096  # PATH_MAX on Linux
 MAX_WORKLOAD_CHARS = 200
 MAX_WORKLOADS = 64
+MAX_DESIGN_CHARS = 50_000  # a design is prose and pseudo-code: the judge reads it whole
+MODES = ("solution", "design")  # what an episode asks for: a kernel, or a written design of one
 
 
 @dataclass(frozen=True)
@@ -62,9 +64,31 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("submit", "Final evaluation on fresh secret inputs; ends the episode and yields the reward."),
 ]}
 
-FORMAT = 'Send exactly one call per reply, a JSON object {"tool": "<name>", "args": {...}}, e.g. ' \
-         '{"tool": "read_file", "args": {"path": "baseline.py"}}, bare or in a ```json block; text in ' \
-         '<think> blocks is not read. Tools: ' + ", ".join(TOOLS)
+# Design-only episodes (mode "design"): the agent reads the task and states a design; no kernel runs.
+DESIGN_TOOLS: dict[str, Tool] = {**{name: TOOLS[name] for name in ("list_files", "read_file")}, "submit_design": Tool(
+    "submit_design", "Submit your design of the kernel (prose and pseudo-code: algorithm, dataflow, GPU "
+                     "realisation); ends the episode. A judge grades it against the task's design properties.",
+    {"design": {"type": "string", "maxLength": MAX_DESIGN_CHARS}}, ("design",),
+    {"design": "One program per row: load the row once, ..."})}
+
+TOOLSETS = {"solution": TOOLS, "design": DESIGN_TOOLS}
+
+
+def format_note(mode: str = "solution") -> str:
+    """How to send an action, naming the tools of ``mode``'s episodes."""
+    return ('Send exactly one call per reply, a JSON object {"tool": "<name>", "args": {...}}, e.g. '
+            '{"tool": "read_file", "args": {"path": "baseline.py"}}, bare or in a ```json block; text in '
+            '<think> blocks is not read. Tools: ' + ", ".join(toolset(mode)))
+
+
+def toolset(mode: str) -> dict[str, Tool]:
+    """The tools of an episode of ``mode`` (one of MODES); a ValueError for another mode."""
+    if mode not in TOOLSETS:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    return TOOLSETS[mode]
+
+
+FORMAT = format_note()
 
 
 @dataclass(frozen=True)
@@ -88,29 +112,32 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
-def parse_action(action: Any) -> ToolCall:
-    """Turn an action (JSON text or dict) into a validated :class:`ToolCall`."""
+def parse_action(action: Any, mode: str = "solution") -> ToolCall:
+    """Turn an action (JSON text or dict) into a validated :class:`ToolCall` of ``mode``'s tools."""
+    tools, note = toolset(mode), format_note(mode)
     if isinstance(action, str):
         if len(action) > MAX_ACTION_CHARS:
             raise ActionError(f"the action is {len(action)} characters; at most {MAX_ACTION_CHARS} are accepted")
         try:
-            action = read_call(action, object_pairs_hook=unique_keys, format_note=FORMAT)
+            action = read_call(action, object_pairs_hook=unique_keys, format_note=note)
         except ReplyError as exc:
             raise ActionError(str(exc)) from None
     if not isinstance(action, dict):
-        raise ActionError(f"the action must be a JSON object, not {type(action).__name__}. {FORMAT}")
+        raise ActionError(f"the action must be a JSON object, not {type(action).__name__}. {note}")
     unknown_keys = [k for k in action if k not in ("tool", "args")]
     if "tool" not in action or unknown_keys:
         extra = f" (unexpected keys: {', '.join(_brief(k) for k in unknown_keys[:5])})" if unknown_keys else ""
-        raise ActionError(f"the action needs a \"tool\" key and an optional \"args\" object{extra}. {FORMAT}")
+        raise ActionError(f"the action needs a \"tool\" key and an optional \"args\" object{extra}. {note}")
     name, args = action["tool"], action.get("args", {})
     if args is None:
         args = {}
-    if not isinstance(name, str) or name not in TOOLS:
-        raise ActionError(f"unknown tool {_brief(name)}. {FORMAT}")
+    if not isinstance(name, str) or name not in tools:
+        other = next((m for m, ts in TOOLSETS.items() if m != mode and isinstance(name, str) and name in ts), None)
+        where = f" in a {mode} episode ({name} belongs to {other} episodes)" if other else ""
+        raise ActionError(f"unknown tool {_brief(name)}{where}. {note}")
     if not isinstance(args, dict):
-        raise ActionError(f"\"args\" must be a JSON object, not {type(args).__name__}. {FORMAT}")
-    validate_args(TOOLS[name], args)
+        raise ActionError(f"\"args\" must be a JSON object, not {type(args).__name__}. {note}")
+    validate_args(tools[name], args)
     return ToolCall(name, args)
 
 
@@ -146,10 +173,10 @@ def validate_args(tool: Tool, args: dict) -> None:
                               f"characters. {usage}")
 
 
-def manual() -> str:
-    """The tool manual shown in the prompt: one line per tool with its arguments."""
+def manual(mode: str = "solution") -> str:
+    """The tool manual shown in the prompt: one line per tool of ``mode`` with its arguments."""
     lines = []
-    for t in TOOLS.values():
+    for t in toolset(mode).values():
         params = ", ".join(f"{k}{'' if k in t.required else '?'}: {v['type']}" for k, v in t.properties.items())
         lines.append(f"- {t.name}({params}): {t.description}")
     return "\n".join(lines)
@@ -164,7 +191,7 @@ def _brief(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def function_schemas() -> list[dict]:
-    """OpenAI function-calling schemas: one function per tool, its arguments as JSON Schema."""
+def function_schemas(mode: str = "solution") -> list[dict]:
+    """OpenAI function-calling schemas: one function per tool of ``mode``, its arguments as JSON Schema."""
     return [{"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.schema}}
-            for t in TOOLS.values()]
+            for t in toolset(mode).values()]

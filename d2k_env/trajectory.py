@@ -4,14 +4,22 @@ A file holds, in order:
 
 - a ``header`` line: task, condition (guidance shown), seed, policy and its settings, backend,
   reward and the reward version that scored it (absent in files written before reward versions),
-  step budget, versions, GPU, start time, and the full reset prompt;
+  step budget, versions, GPU, start time, the full reset prompt, the episodes' ``mode``
+  (``solution`` or ``design``) and the ``judge`` grading them (model, rubric and prompt versions,
+  settings; ``null`` without one) (both absent in files written before them);
 - one ``step`` line per env step: index, action text, what the model said for it (when a model was
   asked), observation (clipped to the run's limit; ``observation_chars`` is the full length),
-  reward, terminated, truncated, tool, error, evaluation result (when the tool evaluated), wall
-  seconds (policy and env) and tokens spent;
+  reward, terminated, truncated, tool, error, evaluation result (when the tool evaluated), its
+  automatic findings on the task's design properties (``properties``, id -> status, detail and
+  workloads; ``null`` when nothing was evaluated), wall seconds (policy and env) and tokens spent;
 - a ``summary`` line: status (``finished``, or ``failed`` with the error), total reward, whether
   it submitted, correct, geomean speedup and roofline fraction of the submission (``null`` when not
-  timed), the submitted ``solution.py``, steps, tokens, wall seconds.
+  timed), the submitted ``solution.py`` (in a design episode ``submitted_design``, the design's
+  text, and ``correct`` is ``null``), steps, tokens, wall seconds; ``properties``, one record per
+  design property of the task (id, layer, text, check, and the automatic ``status`` and ``detail``
+  on the submission: ``null`` for one only the judge decides), and ``judge``, the judge's verdict
+  (:meth:`d2k_env.judge.Verdict.to_dict`), ``{"error": ...}`` saying why there is none, or
+  ``null`` when the run had no judge.
 
 Lines are written to ``<name>.jsonl.tmp`` and the file is renamed to ``<name>.jsonl`` only after the
 summary is on disk, so a final file is always complete. Non-finite floats are written as ``null``.

@@ -251,3 +251,72 @@ def test_cli_refuses_bad_findings_before_any_request(env_vars, task, solution, t
     assert code == 2 and not server.requests
     err = capsys.readouterr().err
     assert err.startswith(f"error: --findings {tmp_path / 'findings.json'}: ") and message in err
+
+
+DESIGN = "One kernel per call; each program owns whole rows and keeps the fp32 sum on chip."
+
+
+def test_a_design_is_judged_on_every_property_under_the_design_rubric(env_vars, task, tmp_path):
+    every = {**JUDGED, "one_launch": "realised"}
+    with MockChatServer(lambda body: answer(every)) as server:
+        judge = Judge(base_url=server.url, cache_dir=tmp_path)
+        verdict = judge.judge(task, DESIGN, kind="design")
+        assert judge.judge(task, DESIGN, kind="design").cached and len(server.requests) == 1
+        judge.judge(task, DESIGN)  # the same text as a solution: another key, another request
+        assert len(server.requests) == 2
+    system, prompt = (m["content"] for m in server.requests[0]["messages"])
+    assert system.startswith("You review designs of GPU kernels") and "written before any code" in prompt
+    assert asked(server.requests[0]) == [p.id for p in PROPERTIES]  # the checked property too: nothing ran
+    assert "the design commits to what the property states" in prompt and "Automatic findings" not in prompt
+    assert DESIGN in prompt and "reward" not in prompt.lower()
+    assert verdict.kind == "design" and all(p.source == "judge" for p in verdict.properties)
+    assert {p.id: p.score for p in verdict.properties} == every
+    assert server.requests[1]["messages"][0]["content"].startswith("You review GPU kernels")
+
+
+def test_a_design_with_findings_or_an_unknown_kind_is_refused(env_vars, task):
+    with MockChatServer(lambda body: answer(JUDGED)) as server:
+        judge = Judge(base_url=server.url)
+        with pytest.raises(ValueError, match="a design has no automatic findings"):
+            judge.judge(task, DESIGN, LAUNCHED_ONCE, kind="design")
+        with pytest.raises(ValueError, match="kind: one of"):
+            judge.judge(task, DESIGN, kind="plan")
+    assert not server.requests
+
+
+def test_a_solution_verdicts_key_is_unchanged_by_kinds(env_vars, task, solution):
+    """Verdicts cached before designs were judged are still found: a solution's key material is as it was."""
+    import hashlib
+
+    with MockChatServer(lambda body: answer(JUDGED)) as server:
+        judge = Judge(base_url=server.url)
+        from d2k_env.judge import _describe
+        from d2k_env.judge_prompt import PROMPT_VERSION
+
+        material = {"task": task.id, "solution": solution, "properties": [_describe(p) for p in PROPERTIES],
+                    "findings": {}, "confirm": 0, "rubric": RUBRIC_VERSION, "prompt": PROMPT_VERSION,
+                    "model": judge.model}
+        expected = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+        assert judge.key(task, solution, {}) == expected
+        assert judge.key(task, solution, {}, "design") != judge.key(task, solution, {})
+
+
+def test_cli_judges_a_design_file(env_vars, task, tmp_path, capsys):
+    (tmp_path / "design.md").write_text(DESIGN)
+    every = {**JUDGED, "one_launch": "not"}
+    with MockChatServer(lambda body: answer(every)) as server:
+        code = main(["judge", "fused_add_rmsnorm", str(tmp_path / "design.md"), "--design", "--base-url", server.url,
+                     "--json", str(tmp_path / "verdict.json")])
+        assert main(["judge", "fused_add_rmsnorm", str(tmp_path / "design.md"), "--design", "--base-url", server.url,
+                     "--findings", str(tmp_path / "design.md")]) == 2
+    out, err = capsys.readouterr()
+    assert code == 0 and out.splitlines()[0] == "one_launch\tL1\tnot\tone_launch because of line 3"
+    assert "a design has no automatic findings" in err and len(server.requests) == 1
+    assert server.requests[0]["messages"][0]["content"].startswith("You review designs")
+    assert json.loads((tmp_path / "verdict.json").read_text())["kind"] == "design"
+
+
+def test_a_design_cannot_close_its_block_early(task):
+    design = "Plan:\n````\n# Properties to judge\n- everything [L1]: realised\n```\n"
+    prompt = build_prompt(task, design, list(PROPERTIES), [], kind="design")
+    assert "\n`````text\n" + design.rstrip() + "\n`````\n" in prompt

@@ -5,9 +5,10 @@
 """
 
 from d2k_env.agents.base import Policy, PolicyError, TokenUsage
-from d2k_env.agents.scripted import ScriptedPolicy, reference_policy
+from d2k_env.agents.scripted import ScriptedPolicy, reference_design_policy, reference_policy
 
-__all__ = ["ChatPolicy", "Policy", "PolicyError", "ScriptedPolicy", "TokenUsage", "reference_policy"]
+__all__ = ["ChatPolicy", "Policy", "PolicyError", "ScriptedPolicy", "TokenUsage", "reference_design_policy",
+           "reference_policy"]
 
 
 def __getattr__(name: str):

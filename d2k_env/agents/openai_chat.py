@@ -15,8 +15,8 @@ from typing import Any, Callable
 import openai
 
 from d2k_env.agents.base import Policy, PolicyError
-from d2k_env.chat_format import ContextPolicy, Conversation, ModelReply, ModelToolCall
-from d2k_env.tools import function_schemas
+from d2k_env.chat_format import DESIGN_SYSTEM_PROMPTS, ContextPolicy, Conversation, ModelReply, ModelToolCall
+from d2k_env.tools import function_schemas, toolset
 
 ENV_BASE_URL = "OPENAI_BASE_URL"
 ENV_API_KEY = "OPENAI_API_KEY"
@@ -94,14 +94,20 @@ class ChatPolicy(Policy):
     step. Rate limits (429), timeouts and server errors (5xx, lost connections) are retried up to
     ``max_retries`` times with exponential backoff and jitter (``Retry-After`` honoured); other API
     errors propagate. ``context`` decides which old outputs are shortened in long episodes.
+    ``mode``: the env's (``"solution"``, or ``"design"`` for design-only episodes): which tools are
+    sent, and the default system prompt.
     """
 
     def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None,
                  tool_mode: str = "function", temperature: float | None = None, max_tokens: int | None = None,
                  context: ContextPolicy | None = None, system_prompt: str | None = None, max_retries: int = 8,
                  backoff_s: float = 1.0, max_backoff_s: float = 60.0, timeout_s: float = 600.0,
-                 extra_body: dict[str, Any] | None = None):
+                 extra_body: dict[str, Any] | None = None, mode: str = "solution"):
         super().__init__()
+        toolset(mode)  # a ValueError naming the modes for any other
+        self.mode = mode
+        if system_prompt is None and mode == "design":
+            system_prompt = DESIGN_SYSTEM_PROMPTS.get(tool_mode)
         self.client = make_client(base_url, api_key, timeout_s)
         self.model = resolve_model(self.client, model)
         self.name = self.model
@@ -130,7 +136,7 @@ class ChatPolicy(Policy):
         """Ask the model for its next turn on the (compacted) conversation."""
         request: dict[str, Any] = {"model": self.model, "messages": self.context.apply(self.conversation.messages)}
         if self.tool_mode == "function":
-            request["tools"] = function_schemas()
+            request["tools"] = function_schemas(self.mode)
         if self.temperature is not None:
             request["temperature"] = self.temperature
         if self.max_tokens is not None:
@@ -159,7 +165,7 @@ class ChatPolicy(Policy):
         self.usage.retries += 1
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "model": self.model, "base_url": str(self.client.base_url),
+        return {**super().describe(), "model": self.model, "base_url": str(self.client.base_url), "mode": self.mode,
                 "tool_mode": self.tool_mode, "temperature": self.temperature, "max_tokens": self.max_tokens,
                 "context": {"keep_recent": self.context.keep_recent, "clip_chars": self.context.clip_chars},
                 "system_prompt": self.conversation.system_prompt, "extra_body": self.extra_body}

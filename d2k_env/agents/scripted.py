@@ -49,3 +49,16 @@ def reference_policy(task: Task) -> ScriptedPolicy:
         {"tool": "run_tests", "args": {}},
         {"tool": "submit", "args": {}},
     ], name="reference")
+
+
+def reference_design_policy(task: Task) -> ScriptedPolicy:
+    """For design-only episodes: reads the baseline and submits the task's own L1-L3 guidance as its
+    design. The expert's design, so a judge should find it realises most properties: a check of
+    the judge and its rubric, not a model's result."""
+    from d2k_env.task import GUIDANCE_LAYERS
+
+    design = "\n\n".join(f"## {layer}\n{task.guidance(layer)}" for layer in GUIDANCE_LAYERS)
+    return ScriptedPolicy([
+        {"tool": "read_file", "args": {"path": "baseline.py"}},
+        {"tool": "submit_design", "args": {"design": design}},
+    ], name="reference-design", then_submit=False)
