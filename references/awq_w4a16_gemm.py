@@ -27,10 +27,12 @@ The floor for 2048x4096x14336 on an H100 (~990 TFLOP/s dense fp16, ~3.35 TB/s HB
   243 us of MMA. Floor of the design: 44 + 243 = 287 us, 18% above the one-pass floor; the dequantised
   matrix is 2x the output (NoLargeIntermediate holds). At a dense GEMM's realistic 600-700 TFLOP/s the
   estimate is 0.39-0.45 ms, about 4x the eager baseline (1.56 ms), whose own matmul is the same GEMM.
-- Below a few hundred rows the extra 4.5 bytes per weight (a write and a read of fp16 where the fused
-  kernel reads half a byte) outweigh the GEMM (at M = 128 the two passes move ~5x the fused floor), so
-  decode batches keep the fused kernel. DEQUANT_ROWS is vLLM's switch point for its AWQ Triton path;
-  benchmarks/awq_large_m_gpu.py sweeps M across it on the GPU.
+- Against the fused kernel's own floor the two passes lose below many hundreds of rows: at M = 256 the
+  fused floor is 30 us (compute; its bytes take 12 us) and the two-pass floor 82 us (the 44 us pass, then
+  a GEMM bound by reading the fp16 matrix, 127 MB: 38 us). But the fused kernel is far from its floor once
+  it is compute-bound (25 TFLOP/s measured at M = 2048), so the switch belongs where the measured times
+  cross. DEQUANT_ROWS is vLLM's switch point for its AWQ Triton path until the M sweep of
+  benchmarks/awq_large_m_gpu.py places it on an H100.
 """
 
 import torch
