@@ -1,19 +1,38 @@
 """AWQ w4a16 GEMM (int4 weights in AWQ's packing order, group 128): expert Triton reference.
 
-The weights are dequantised in registers inside the K loop and never written anywhere: each K step
-loads a tile of packed int32 words (half a byte per weight of HBM traffic), expands each word into its
-eight columns by a per-column shift (the column's AWQ nibble) and mask, subtracts the group's zero
-points and multiplies by the group's scales, rounds to fp16 exactly as the dequantised weight is
-defined, and feeds the fp16 tile to the tensor cores with an fp32 accumulator.
+Two designs, chosen on the host from M (no autotuning: the launches depend on the shapes alone).
 
-Tiles are chosen on the host from M (no autotuning: the launch depends on the shapes alone):
-- large M is compute-bound: 128x128 output tiles, two warpgroups, a K step of 64 (half a group: the
-  dequantisation of a 64x128 tile is 32 values per thread, hidden under the MMA), grouped program order
-  so that a band of row tiles shares each weight tile in L2.
-- small M (decode) streams the weights once and is bound by it. Its row tile is as small as the MMA
-  allows; N alone gives too few column tiles to cover the SMs (14336 / 128 = 112 on a 132-SM GPU), so
-  K is split into ranges of whole groups, each program writing an fp32 partial of its range to a
-  workspace that a second kernel sums in a fixed order and rounds to fp16 (deterministic, no atomics).
+Decode batches (M <= DEQUANT_ROWS) are bound by reading the weights, so the weights are dequantised in
+registers inside the K loop and never written anywhere: each K step loads a tile of packed int32 words
+(half a byte per weight of HBM traffic), expands each word into its eight columns by a per-column shift
+(the column's AWQ nibble) and mask, subtracts the group's zero points, multiplies by the group's scales,
+rounds to fp16 exactly as the dequantised weight is defined, and feeds the fp16 tile to the tensor cores
+with an fp32 accumulator. Its row tile is as small as the MMA allows; N alone gives too few column tiles
+to cover the SMs (14336 / 128 = 112 on a 132-SM GPU), so K is split into ranges of whole groups, each
+program writing an fp32 partial of its range to a workspace that a second kernel sums in a fixed order
+and rounds to fp16 (deterministic, no atomics).
+
+Large batches (M > DEQUANT_ROWS) are compute-bound, and there the fused kernel's per-tile expansion on
+the CUDA cores starves the tensor cores: at 2048x4096x14336 it ran at 25 TFLOP/s on an H100 (9.66 ms,
+0.16x eager; 2026-12-07). So the weights are dequantised once, by an elementwise kernel, into an fp16
+[K, N] matrix (the same rounding: (q - z) in integers, times the scale in fp32, one rounding to fp16),
+and a dense fp16 GEMM (tl.dot, fp32 accumulator, Hopper-sized tiles, grouped program order) multiplies.
+
+The floor for 2048x4096x14336 on an H100 (~990 TFLOP/s dense fp16, ~3.35 TB/s HBM):
+- FLOPs: 2 * 2048 * 14336 * 4096 = 240.5 GFLOP -> 243 us. The one-pass bytes (x 16.8 MB, packed weights
+  29.4 MB, zeros and scales 1.1 MB, y 58.7 MB: 106 MB) take 32 us, so the task is compute-bound: 243 us.
+- The two-pass design adds the dequantisation pass: it reads the 30.5 MB of packed weights, zeros and
+  scales and writes the 117.4 MB fp16 matrix (148 MB: 44 us), which nothing overlaps with the GEMM.
+  The GEMM then reads that matrix instead of the packed words (193 MB in all: 58 us), still under its
+  243 us of MMA. Floor of the design: 44 + 243 = 287 us, 18% above the one-pass floor; the dequantised
+  matrix is 2x the output (NoLargeIntermediate holds). At a dense GEMM's realistic 600-700 TFLOP/s the
+  estimate is 0.39-0.45 ms, about 4x the eager baseline (1.56 ms), whose own matmul is the same GEMM.
+- Against the fused kernel's own floor the two passes lose below many hundreds of rows: at M = 256 the
+  fused floor is 30 us (compute; its bytes take 12 us) and the two-pass floor 82 us (the 44 us pass, then
+  a GEMM bound by reading the fp16 matrix, 127 MB: 38 us). But the fused kernel is far from its floor once
+  it is compute-bound (25 TFLOP/s measured at M = 2048), so the switch belongs where the measured times
+  cross. DEQUANT_ROWS is vLLM's switch point for its AWQ Triton path until the M sweep of
+  benchmarks/awq_large_m_gpu.py places it on an H100.
 """
 
 import torch
@@ -22,8 +41,10 @@ import triton.language as tl
 
 GROUP = 128
 PACK = 8
-GROUP_M = 8
+GROUP_M = 8  # row tiles per band of the grouped program order
 
+DEQUANT_ROWS = 256  # above this many rows, dequantise once and run a dense GEMM
+# The fused kernel's configs: decode rows (up to SMALL_M_ROWS) and the rows between that and DEQUANT_ROWS.
 LARGE_M = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}
 # Three stages: at four, a 16-64 row tile asks for 243-296 KB of shared memory, past the 227 KB an
 # sm_90 block may have (benchmarks/compile_sm90.py; the H100 refused it on 2026-12-07).
@@ -32,6 +53,26 @@ SMALL_M_ROWS = 64  # up to this many rows, the weights dominate the traffic
 MIN_BLOCK_M = 16  # the smallest row tile of an fp16 MMA
 MIN_PROGRAMS = 264  # two per SM on an H100 / H200: split K until the grid has as many
 REDUCE_BLOCK = 1024
+
+# The dense GEMM's configs: 128x256 output tiles where they still give every SM two tiles, else 128x128.
+# Both take two warpgroups and a K step of 64; shared memory per stage is 48 KB and 32 KB.
+GEMM_WIDE = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}
+GEMM_SQUARE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4}
+# The dequantisation tile: a quarter of a group by 256 columns, 64 weights per thread of four warps.
+DEQUANT_BLOCK_K = 32
+DEQUANT_BLOCK_N = 256
+
+
+@triton.jit
+def _grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """The (row tile, column tile) of program pid: programs walk bands of GROUP_M row tiles column by
+    column, so the GROUP_M row tiles that run together read each weight tile while it is in L2."""
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    per_band = GROUP_M * tiles_n
+    first_m = (pid // per_band) * GROUP_M
+    band_rows = tl.minimum(tiles_m - first_m, GROUP_M)
+    return first_m + (pid % per_band) % band_rows, (pid % per_band) // band_rows
 
 
 @triton.jit
@@ -42,15 +83,8 @@ def _awq_gemm_kernel(
     GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
 ):
-    pid = tl.program_id(0)
+    pid_m, pid_n = _grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     split = tl.program_id(1)
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    tiles_n = tl.cdiv(N, BLOCK_N)
-    per_group = GROUP_M * tiles_n
-    first_m = (pid // per_group) * GROUP_M
-    group_rows = tl.minimum(tiles_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % group_rows
-    pid_n = (pid % per_group) // group_rows
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -92,8 +126,59 @@ def _sum_splits_kernel(ws_ptr, y_ptr, n, SPLITS: tl.constexpr, BLOCK: tl.constex
     tl.store(y_ptr + offs, total.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _dequantise_kernel(
+    qw_ptr, qz_ptr, s_ptr, w_ptr,
+    N, stride_qw, stride_qz, stride_s, stride_w,
+    GROUP: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    # One tile of BLOCK_K rows (inside one group: BLOCK_K divides GROUP, and K is a multiple of GROUP,
+    # so no row is out of range) by BLOCK_N columns of the fp16 [K, N] weight matrix.
+    offs_k = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
+    offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    # Columns past N wrap onto valid ones for the loads (N is a multiple of 8: whole words) and are not stored.
+    cols = offs_n % N
+    words = cols // 8
+    # The fused kernel's expansion: column 8j + c in nibble (c // 2) + 4 * (c % 2) of word j.
+    shifts = ((cols % 8) // 2 + (cols % 2) * 4) * 4
+    g = tl.program_id(0) * BLOCK_K // GROUP
+    z = (tl.load(qz_ptr + g * stride_qz + words) >> shifts) & 0xF
+    s = tl.load(s_ptr + g * stride_s + cols).to(tl.float32)
+    # The eight threads of a word's columns load the same int32 from L1: HBM sees the packed bytes once.
+    q = (tl.load(qw_ptr + offs_k.to(tl.int64)[:, None] * stride_qw + words[None, :]) >> shifts[None, :]) & 0xF
+    # The definition's rounding, as in the fused kernel: (q - z) * s exact in fp32, rounded once to fp16.
+    w = ((q - z[None, :]).to(tl.float32) * s[None, :]).to(tl.float16)
+    tl.store(w_ptr + offs_k.to(tl.int64)[:, None] * stride_w + offs_n[None, :], w, mask=(offs_n < N)[None, :])
+
+
+@triton.jit
+def _fp16_gemm_kernel(
+    x_ptr, w_ptr, y_ptr, M, N, K,
+    stride_xm, stride_wk, stride_ym,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):
+    pid_m, pid_n = _grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    # Edge rows and columns wrap onto valid ones for the loads and are masked at the store; BLOCK_K
+    # divides GROUP, which divides K, so the K loop needs no mask either: the loads pipeline unmasked.
+    rows = (offs_m % M).to(tl.int64)
+    cols = offs_n % N
+    x_ptrs = x_ptr + rows[:, None] * stride_xm + offs_k[None, :]
+    w_ptrs = w_ptr + offs_k.to(tl.int64)[:, None] * stride_wk + cols[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for _ in range(0, K, BLOCK_K):
+        acc = tl.dot(tl.load(x_ptrs), tl.load(w_ptrs), acc)
+        x_ptrs += BLOCK_K
+        w_ptrs += BLOCK_K * stride_wk
+    # The fp32 sum over all of K, rounded once to fp16.
+    y_ptrs = y_ptr + offs_m.to(tl.int64)[:, None] * stride_ym + offs_n[None, :]
+    tl.store(y_ptrs, acc.to(tl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
 def launch_config(M, N, K):
-    """Tiles, warps, pipeline depth and K split for an M x N output over K (module docstring)."""
+    """The fused kernel's tiles, warps, pipeline depth and K split for an M x N output over K (module docstring)."""
     n_groups = K // GROUP
     if M > SMALL_M_ROWS:
         return dict(LARGE_M, SPLIT_K=1, groups_per_split=n_groups)
@@ -104,12 +189,17 @@ def launch_config(M, N, K):
     return dict(cfg, SPLIT_K=triton.cdiv(n_groups, per_split), groups_per_split=per_split)
 
 
-def forward(x, qweight, qzeros, scales):
+def gemm_config(M, N):
+    """The dense GEMM's tiles: the wide tile while it leaves at least MIN_PROGRAMS of them, else square."""
+    wide = triton.cdiv(M, GEMM_WIDE["BLOCK_M"]) * triton.cdiv(N, GEMM_WIDE["BLOCK_N"])
+    return dict(GEMM_WIDE if wide >= MIN_PROGRAMS else GEMM_SQUARE)
+
+
+def fused_forward(x, qweight, qzeros, scales, cfg=None):
+    """y = x @ W with the weights dequantised in registers (any M; forward uses it up to DEQUANT_ROWS)."""
     M, K = x.shape
     N = scales.shape[1]
-    assert K % GROUP == 0 and N % PACK == 0, f"K={K} must be a multiple of {GROUP} and N={N} of {PACK}"
-    assert x.stride(1) == 1 and qweight.stride(1) == 1 and qzeros.stride(1) == 1 and scales.stride(1) == 1
-    cfg = launch_config(M, N, K)
+    cfg = cfg or launch_config(M, N, K)
     y = torch.empty((M, N), dtype=torch.float16, device=x.device)
     split = cfg["SPLIT_K"]
     # Every split writes its whole [M, N] partial (zeros where its range is empty), so empty suffices.
@@ -125,3 +215,40 @@ def forward(x, qweight, qzeros, scales):
     if split > 1:
         _sum_splits_kernel[(triton.cdiv(M * N, REDUCE_BLOCK),)](target, y, M * N, SPLITS=split, BLOCK=REDUCE_BLOCK)
     return y
+
+
+def dequantise(qweight, qzeros, scales):
+    """The fp16 [K, N] weight matrix the task defines, written once."""
+    K = qweight.shape[0]
+    N = scales.shape[1]
+    w = torch.empty((K, N), dtype=torch.float16, device=qweight.device)
+    grid = (K // DEQUANT_BLOCK_K, triton.cdiv(N, DEQUANT_BLOCK_N))
+    _dequantise_kernel[grid](qweight, qzeros, scales, w, N, qweight.stride(0), qzeros.stride(0), scales.stride(0),
+                             w.stride(0), GROUP=GROUP, BLOCK_K=DEQUANT_BLOCK_K, BLOCK_N=DEQUANT_BLOCK_N, num_warps=4)
+    return w
+
+
+def dequantised_forward(x, qweight, qzeros, scales, cfg=None):
+    """y = x @ W with W dequantised once to fp16 and a dense GEMM (any M; forward uses it above DEQUANT_ROWS)."""
+    M, K = x.shape
+    N = scales.shape[1]
+    cfg = cfg or gemm_config(M, N)
+    w = dequantise(qweight, qzeros, scales)
+    y = torch.empty((M, N), dtype=torch.float16, device=x.device)
+    grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
+    _fp16_gemm_kernel[grid](
+        x, w, y, M, N, K, x.stride(0), w.stride(0), y.stride(0),
+        BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"], GROUP_M=GROUP_M,
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+    )
+    return y
+
+
+def forward(x, qweight, qzeros, scales):
+    M, K = x.shape
+    N = scales.shape[1]
+    assert K % GROUP == 0 and N % PACK == 0, f"K={K} must be a multiple of {GROUP} and N={N} of {PACK}"
+    assert x.stride(1) == 1 and qweight.stride(1) == 1 and qzeros.stride(1) == 1 and scales.stride(1) == 1
+    if M > DEQUANT_ROWS:
+        return dequantised_forward(x, qweight, qzeros, scales)
+    return fused_forward(x, qweight, qzeros, scales)

@@ -35,3 +35,53 @@ def test_rmsnorm_rows_of_several_chunks_match_the_baseline():
     env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(project_root()), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr
+
+
+AWQ_SCRIPT = textwrap.dedent("""
+    import importlib.util, sys, torch
+    from d2k_env.evaluator import interpreter_patch
+    interpreter_patch.apply()
+    from d2k_env.task import load_task
+    from d2k_env.tasks import Workload
+
+    def load(path, name):
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    task = load_task("awq_w4a16_gemm")
+    ref = load(task.reference_path, "ref")
+    base = load(task.baseline_path, "base")
+    calls = []
+    for name in ("fused_forward", "dequantised_forward"):  # which path forward takes
+        path = getattr(ref, name)
+        setattr(ref, name, lambda *a, path=path, name=name, **kw: calls.append(name) or path(*a, **kw))
+
+    def check(M, K, N, run):
+        inputs = task.make_inputs(Workload("x", {"M": M, "K": K, "N": N}), torch.Generator().manual_seed(M + K + N), "cpu")
+        verdict = task.checker((run(*inputs),), (base.forward(*inputs),), inputs)
+        assert verdict.ok, (M, K, N, verdict.message)
+        return inputs
+
+    # Just past the threshold (ragged N: a partial column tile and a partial row tile) forward takes the
+    # dequantise-once path; at the threshold, the fused one.
+    big = ref.DEQUANT_ROWS + 3
+    check(big, 256, 40, ref.forward)
+    check(ref.DEQUANT_ROWS, 128, 24, ref.forward)
+    assert calls == ["dequantised_forward", "fused_forward"], calls
+    # The dequantise-once path on the smoke shapes (fewer rows than one tile, several groups) ...
+    for w in task.smoke_workloads:
+        check(w.params["M"], w.params["K"], w.params["N"], ref.dequantised_forward)
+    # ... with its square tile, and its matrix equal to the baseline's dequantised weights bit for bit.
+    x, qweight, qzeros, scales = check(70, 384, 264, lambda *a: ref.dequantised_forward(*a, cfg=ref.GEMM_SQUARE))
+    eager = (base.unpack(qweight) - base.unpack(qzeros).repeat_interleave(128, 0)).to(torch.float16)
+    assert torch.equal(ref.dequantise(qweight, qzeros, scales), eager * scales.repeat_interleave(128, 0))
+    print("ok")
+""")
+
+
+def test_awq_large_batches_dequantise_once_and_match_the_baseline():
+    env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(project_root()), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", AWQ_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr
