@@ -58,7 +58,7 @@ REDUCE_BLOCK = 1024
 # Both take two warpgroups and a K step of 64; shared memory per stage is 48 KB and 32 KB.
 GEMM_WIDE = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}
 GEMM_SQUARE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4}
-# The dequantisation tile: a quarter of a group by 256 columns, 64 weights per thread of four warps.
+# The dequantisation tile: a quarter of a group by 256 columns (32 words), 64 weights per thread of four warps.
 DEQUANT_BLOCK_K = 32
 DEQUANT_BLOCK_N = 256
 
@@ -133,21 +133,25 @@ def _dequantise_kernel(
     GROUP: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     # One tile of BLOCK_K rows (inside one group: BLOCK_K divides GROUP, and K is a multiple of GROUP,
-    # so no row is out of range) by BLOCK_N columns of the fp16 [K, N] weight matrix.
+    # so no row is out of range) by BLOCK_N columns (BLOCK_N / 8 packed words) of the fp16 [K, N] matrix.
     offs_k = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
     offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    # Columns past N wrap onto valid ones for the loads (N is a multiple of 8: whole words) and are not stored.
-    cols = offs_n % N
-    words = cols // 8
-    # The fused kernel's expansion: column 8j + c in nibble (c // 2) + 4 * (c % 2) of word j.
-    shifts = ((cols % 8) // 2 + (cols % 2) * 4) * 4
+    # Words past the last wrap onto valid ones for the loads (N is a multiple of 8: whole words); their
+    # columns are not stored.
+    words = (tl.program_id(1) * (BLOCK_N // 8) + tl.arange(0, BLOCK_N // 8)) % (N // 8)
+    # Column c of a word sits in nibble (c // 2) + 4 * (c % 2): AWQ's order 0, 4, 1, 5, 2, 6, 3, 7.
+    nibble = tl.arange(0, 8)
+    shifts = ((nibble // 2) + (nibble % 2) * 4) * 4
     g = tl.program_id(0) * BLOCK_K // GROUP
-    z = (tl.load(qz_ptr + g * stride_qz + words) >> shifts) & 0xF
-    s = tl.load(s_ptr + g * stride_s + cols).to(tl.float32)
-    # The eight threads of a word's columns load the same int32 from L1: HBM sees the packed bytes once.
-    q = (tl.load(qw_ptr + offs_k.to(tl.int64)[:, None] * stride_qw + words[None, :]) >> shifts[None, :]) & 0xF
+    # Each word is loaded once and expanded in registers to its eight columns ([words, 8] -> columns in
+    # order, as word j holds columns 8j .. 8j + 7), the zero points the same way as the weights.
+    z = tl.reshape((tl.load(qz_ptr + g * stride_qz + words)[:, None] >> shifts[None, :]) & 0xF, (BLOCK_N,))
+    s = tl.load(s_ptr + g * stride_s + offs_n % N).to(tl.float32)
+    packed = tl.load(qw_ptr + offs_k.to(tl.int64)[:, None] * stride_qw + words[None, :])
+    q = tl.reshape((packed[:, :, None] >> shifts[None, None, :]) & 0xF, (BLOCK_K, BLOCK_N))
     # The definition's rounding, as in the fused kernel: (q - z) * s exact in fp32, rounded once to fp16.
     w = ((q - z[None, :]).to(tl.float32) * s[None, :]).to(tl.float16)
+    # The pass is bound by this store (4x the packed bytes it reads): whole rows of BLOCK_N contiguous halves.
     tl.store(w_ptr + offs_k.to(tl.int64)[:, None] * stride_w + offs_n[None, :], w, mask=(offs_n < N)[None, :])
 
 

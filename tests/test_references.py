@@ -59,7 +59,8 @@ AWQ_SCRIPT = textwrap.dedent("""
         setattr(ref, name, lambda *a, path=path, name=name, **kw: calls.append(name) or path(*a, **kw))
 
     def check(M, K, N, run):
-        inputs = task.make_inputs(Workload("x", {"M": M, "K": K, "N": N}), torch.Generator().manual_seed(M + K + N), "cpu")
+        gen = torch.Generator().manual_seed(M + K + N)
+        inputs = task.make_inputs(Workload("x", {"M": M, "K": K, "N": N}), gen, "cpu")
         verdict = task.checker((run(*inputs),), (base.forward(*inputs),), inputs)
         assert verdict.ok, (M, K, N, verdict.message)
         return inputs
