@@ -3,9 +3,11 @@
 # and torch.compile (bench_references.py), the GPU test suite (the same tables as `d2k eval`), and
 # the security cases on the cuda backend (6 evaluations at a time: they assert verdicts, not
 # speed). Run from the project root:  benchmarks/run_gpu_suite.sh OUT_DIR
-# PARTS picks some of "bench tests exploits escapes families service latency throughput" (default the first three)
-# when one call cannot hold them: service runs the GPU tests of the evaluation service and memory
-# safety; latency, evaluation_latency.py --env on every task; throughput, service_throughput.py.
+# PARTS picks some of "bench tests exploits escapes families awq phases service latency throughput" (default the
+# first three) when one call cannot hold them: awq times the AWQ reference's two paths and GEMM tiles
+# (awq_large_m_gpu.py); phases, where a warm run_tests episode's time goes (evaluation_phases.py);
+# service runs the GPU tests of the evaluation service and memory safety; latency,
+# evaluation_latency.py --env on every task; throughput, service_throughput.py.
 set -uo pipefail
 out=${1:?usage: benchmarks/run_gpu_suite.sh OUT_DIR}
 mkdir -p "$out"
@@ -42,6 +44,15 @@ if [[ $parts == *" families "* ]]; then
     timeout "${FAMILY_S:-300}" python3 "benchmarks/$script.py" --out "$out" > "$out/$script.log" 2>&1
     echo "$script: exit $?"; tail -3 "$out/$script.log"
   done
+fi
+if [[ $parts == *" awq "* ]]; then
+  PYTHONPATH=. timeout "${AWQ_S:-100}" python3 benchmarks/awq_large_m_gpu.py --json "$out/awq_large_m.json" > "$out/awq_large_m.log" 2>&1
+  echo "awq_large_m_gpu: exit $?"; tail -30 "$out/awq_large_m.log"
+fi
+if [[ $parts == *" phases "* ]]; then
+  timeout "${PHASES_S:-90}" python3 benchmarks/evaluation_phases.py --backend cuda --tasks fused_add_rmsnorm --gap 2 \
+      --parts episode > "$out/phases.jsonl" 2>&1
+  echo "evaluation_phases: exit $?"
 fi
 if [[ $parts == *" service "* ]]; then
   timeout "${SERVICE_S:-240}" python3 -m pytest -m gpu tests/test_service.py tests/test_memory_safety.py -v -rA \
