@@ -3,7 +3,7 @@ imported (so the solution can only ever see the harness's versions of what they 
 
 - :class:`TorchWorkGuard` records every aten operator ``forward`` runs outside Triton kernel
   launches; only allocation, views and the task's allowed torch calls may run there.
-- :class:`LaunchCounter` checks every kernel launch (its arguments, stream and hooks), and pauses the
+- :class:`LaunchGuard` checks every kernel launch (its arguments, stream and hooks), and pauses the
   torch guard while a launch runs (the interpreter moves tensors with aten ops of its own); since
   the interpreted body can call back into its arguments there, a launch takes plain values only.
   With a :class:`~d2k_env.evaluator.recorder.Recorder` set on the guard, a launch of the
@@ -56,7 +56,7 @@ class TorchWorkGuard(TorchDispatchMode):
         return result
 
 
-class LaunchCounter:
+class LaunchGuard:
     """Wraps Triton's launch entry points: checks each launch, and hands the solution's own to the recorder."""
 
     def __init__(self, solution_path: str, guard: TorchWorkGuard):
@@ -78,11 +78,11 @@ class LaunchCounter:
 
     def _wrap_heuristics(self, run):
         """Heuristic functions are the solution's host code: guarded even inside a paused autotune bench."""
-        counter = self
+        launch_guard = self
 
         def guarded_run(heuristics, *args, **kwargs):
             values = heuristics.values
-            heuristics.values = {name: counter._guarded(fn) for name, fn in values.items()}
+            heuristics.values = {name: launch_guard._guarded(fn) for name, fn in values.items()}
             try:
                 return run(heuristics, *args, **kwargs)
             finally:
@@ -131,36 +131,36 @@ class LaunchCounter:
         return checked_prune
 
     def _wrap(self, run):
-        counter = self
+        launch_guard = self
 
         def counted_run(kernel, *args, **kwargs):
             fn = getattr(kernel, "fn", None)
             if getattr(kernel, "pre_run_hooks", None):
-                counter.guard.forbidden.append("pre-run hooks on a kernel (host code inside the launch)")
+                launch_guard.guard.forbidden.append("pre-run hooks on a kernel (host code inside the launch)")
             problem = launch_argument_problem(fn, args, kwargs)
             if problem:
                 raise TypeError(f"[launch-args] {problem}")
-            if counter.stream is not None and torch.cuda.current_stream() != counter.stream:
+            if launch_guard.stream is not None and torch.cuda.current_stream() != launch_guard.stream:
                 raise RuntimeError("[side-stream] a kernel was launched on another CUDA stream than the one "
                                    "forward was called on: its work would escape the timer")
-            recorder = counter.guard.recorder
+            recorder = launch_guard.guard.recorder
             if recorder is not None and threading.get_ident() != recorder.thread:
                 # Another thread's launch while forward is recorded (a warm-up the solution started at
                 # import): no forward call made it, so it is neither recorded nor run.
                 return None
             if recorder is not None and not recorder.benching and not kwargs.get("warmup") and \
-                    getattr(getattr(fn, "__code__", None), "co_filename", None) == counter.solution_path:
-                recorder.launch(kernel, args, kwargs, counter._guarded)  # recorded, not run: the replay runs it
+                    getattr(getattr(fn, "__code__", None), "co_filename", None) == launch_guard.solution_path:
+                recorder.launch(kernel, args, kwargs, launch_guard._guarded)  # recorded, not run: the replay runs it
                 return None
             if callable(kwargs.get("grid")):  # the grid function is host code: keep it guarded
-                kwargs["grid"] = counter._guarded(kwargs["grid"])
-            counter.guard.paused += 1
+                kwargs["grid"] = launch_guard._guarded(kwargs["grid"])
+            launch_guard.guard.paused += 1
             if recorder is not None:
                 recorder.ignoring += 1
             try:
                 return run(kernel, *args, **kwargs)
             finally:
-                counter.guard.paused -= 1
+                launch_guard.guard.paused -= 1
                 if recorder is not None:
                     recorder.ignoring -= 1
 

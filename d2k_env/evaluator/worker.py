@@ -39,7 +39,7 @@ from d2k_env.evaluator.checking import as_tuple, verdict_for
 from d2k_env.evaluator.confine import seccomp
 from d2k_env.evaluator.baseline_check import ROOFLINE_SLACK
 from d2k_env.evaluator.guard_bands import GuardBand, band_problem, guard_inputs
-from d2k_env.evaluator.guards import LaunchCounter, TorchWorkGuard, output_problems
+from d2k_env.evaluator.guards import LaunchGuard, TorchWorkGuard, output_problems
 from d2k_env.evaluator.l2_state import release_persisting_l2
 from d2k_env.evaluator.protocol import EvalRequest, EvalResult, WorkloadResult, derive_seed
 from d2k_env.evaluator.recorder import Recorder, RecordError
@@ -167,7 +167,7 @@ class SolutionRun(Run):
     def run(self) -> EvalResult:
         self.channel.phase("load")
         self.guard = TorchWorkGuard(self.task.allowed_torch)
-        self.launches = LaunchCounter(self.req.solution_path, self.guard)
+        self.launches = LaunchGuard(self.req.solution_path, self.guard)
         self.launches.install()
         try:
             solution = load_module(self.req.solution_path, "solution", self.req.solution_source)

@@ -7,7 +7,7 @@ Round: holdout6 t10
 Class: 13 (tampering with the harness).
 Idea: no kernel ever runs. Through ``tl.extra.modules`` (``sys.modules``) forward reaches the
 interpreter's (or the JIT's) patched ``run`` function, opens its closure to get the harness's
-LaunchCounter, bumps ``own_launches`` and ``own_names`` itself, pauses the counter's TorchWorkGuard,
+LaunchGuard, bumps ``own_launches`` and ``own_names`` itself, pauses the counter's TorchWorkGuard,
 and lets eager torch compute the merge; it also zeroes the worker's MIN_OWN_KERNEL_SHARE so the
 GPU's profiler-coverage rule would pass. The kernel launch the static launch graph wants sits in a
 branch that is never taken.

@@ -6,7 +6,7 @@ Round: holdout3 q01
 Class 3 (not writing a kernel: torch does the work).
 
 Idea: the runtime torch guard is paused while Triton's autotuner benchmarks a config
-(LaunchCounter._wrap_autotune_bench). With autotune stacked on heuristics, the benchmark calls
+(LaunchGuard._wrap_autotune_bench). With autotune stacked on heuristics, the benchmark calls
 Heuristics.run, which runs the solution's heuristic function on the launch arguments (the real
 tensors) with the guard paused. The heuristic does the whole RMSNorm with torch operators written
 as plain Python operators and item assignment (the static policy flags tensor *methods*, not
