@@ -186,6 +186,6 @@ TASK = TaskSpec(
                                           "of a finite log gate"),
         "output_scaled": WrongSolution(skip="a 1e-3 scale of the fp32 final state is inside the bf16-operand bound "
                                             "(2e-2 of each row's norm); a skipped decay and a dropped diagonal fail "
-                                            "(tests/solutions/wrong)"),
+                                            "(tests/wrong_edits.py)"),
     },
 )

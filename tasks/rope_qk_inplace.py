@@ -115,7 +115,7 @@ def heldout_workloads(rng, smoke):
 
 
 _NO_OUTPUT = ("forward returns no output: q and k, the task's result, are updated inputs, checked after the call "
-              "(tests/solutions/wrong/rope_qk_inplace_*.py leave rows of them unwritten)")
+              "(tests/wrong_edits.py: rope_qk_inplace_k_unwritten leaves every row of k unwritten)")
 
 # The task has no outputs (q and k are updated in place): NoLargeIntermediate's bound is then a fraction
 # of a byte, so any buffer forward allocates fails it; the reference allocates none.

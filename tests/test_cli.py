@@ -9,6 +9,7 @@ from importlib.metadata import version
 import pytest
 
 from d2k_env.cli import main
+from wrong_edits import wrong_solution
 from d2k_env.task import load_task, project_root, task_ids
 
 ROOT = project_root()
@@ -64,7 +65,7 @@ def test_eval_reference_and_wrong_solution(capsys, tmp_path):
     assert "fused_add_rmsnorm on interpreter: test of 3 workload(s): done in" in captured.err
     assert json.loads(report.read_text())["correct"] is True
     assert main(["eval", "fused_add_rmsnorm", 
-                 str(ROOT / "tests/solutions/wrong/fused_add_rmsnorm_no_weight.py"),
+                 str(wrong_solution("fused_add_rmsnorm_no_weight", tmp_path)),
                  "--backend", "interpreter"]) == 1
     assert "FAILED: incorrect on workload(s)" in capsys.readouterr().out
 

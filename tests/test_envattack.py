@@ -31,6 +31,7 @@ from conftest import call
 from d2k_env.agents.base import PolicyError
 from d2k_env.env import KernelEnv, replay
 from d2k_env.evaluator import EvalResult, Evaluator, WorkloadResult
+from wrong_edits import wrong_solution
 
 TASK = "fused_add_rmsnorm"
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,7 +163,7 @@ def test_submit_seed_is_fresh_even_when_reset_seed_is_reused(fake):
     env.close()
 
 
-def test_real_evaluations_do_not_leak_seeds_or_heldout_shapes_before_submit():
+def test_real_evaluations_do_not_leak_seeds_or_heldout_shapes_before_submit(tmp_path):
     """Two real interpreter evaluations (a few seconds each) of a policy-clean but wrong kernel."""
     seeds = []
     original = Evaluator.evaluate
@@ -174,7 +175,7 @@ def test_real_evaluations_do_not_leak_seeds_or_heldout_shapes_before_submit():
     env = KernelEnv(TASK, backend="interpreter")
     prompt, _ = env.reset(seed=0)
     env.step(call("write_file", path="solution.py",
-                  content=(ROOT / "tests/solutions/wrong/fused_add_rmsnorm_no_weight.py").read_text()))
+                  content=wrong_solution("fused_add_rmsnorm_no_weight", tmp_path).read_text()))
     mp = pytest.MonkeyPatch()
     mp.setattr(Evaluator, "evaluate", spy)
     try:

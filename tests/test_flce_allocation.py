@@ -15,10 +15,10 @@ import triton
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from d2k_env.task import _load_module, load_task
+from wrong_edits import wrong_solution
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "fused_linear_cross_entropy"
-FULL_LOGITS = ROOT / "tests/solutions/wrong/fused_linear_cross_entropy_full_logits.py"
 LIGER_PORT = ROOT / "tests/security/honest_corpus/fused_linear_cross_entropy/liger_chunked_inplace_grad.py"
 _ALLOCATING = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "full", "full_like", "new_empty",
                "new_zeros"}
@@ -60,13 +60,18 @@ def _workloads():
     return [pytest.param(w, id=w.name) for w in [*spec.workloads, *spec.smoke_workloads]]
 
 
+@pytest.fixture(scope="module")
+def full_logits(tmp_path_factory):
+    return wrong_solution("fused_linear_cross_entropy_full_logits", tmp_path_factory.mktemp("wrong"))
+
+
 @pytest.mark.parametrize("w", _workloads())
-def test_honest_kernels_fit_and_full_logits_do_not(w):
+def test_honest_kernels_fit_and_full_logits_do_not(w, full_logits):
     task = load_task(TASK)
     limit = task.spec.allocation_limit(w)
     assert allocated_bytes(task.reference_path, w) <= limit
     assert allocated_bytes(LIGER_PORT, w) <= limit
-    full = allocated_bytes(FULL_LOGITS, w)
+    full = allocated_bytes(full_logits, w)
     assert full > limit
     if w in task.spec.workloads:  # "by far": the bf16 logits alone are over four times the workspace allowed
         assert 2 * w["BT"] * w["V"] > 4 * (4 * max(w["BT"] * w["H"], w["V"]))

@@ -19,8 +19,8 @@ from d2k_env.evaluator import forkserver, reaper
 from d2k_env import tempdirs
 from d2k_env.evaluator.pool import WorkerPool
 from d2k_env.task import load_task
+from wrong_edits import wrong_solution
 
-SOLUTIONS = Path(__file__).parent / "solutions"
 RMSNORM = "fused_add_rmsnorm"
 
 # What the worker holds open when the solution loads, as kinds (pipe, socket, a path), and the
@@ -69,7 +69,7 @@ def _gone(pid: int) -> bool:
 def test_a_forked_worker_gives_the_verdict_layers_and_descriptors_an_execd_one_gives(tmp_path, monkeypatch):
     forked, execd = _evaluator(fork=True), _evaluator(fork=False)
     try:
-        for path in (forked.task.reference_path, SOLUTIONS / "wrong" / "fused_add_rmsnorm_no_weight.py"):
+        for path in (forked.task.reference_path, wrong_solution("fused_add_rmsnorm_no_weight", tmp_path)):
             a, b = forked.evaluate(path, seed=3), execd.evaluate(path, seed=3)
             assert _verdict(a) == _verdict(b), (a, b)
             assert a.correct == (path == forked.task.reference_path)

@@ -10,6 +10,7 @@ from d2k_env.evaluator import Evaluator
 from d2k_env.evaluator.worker import ROOFLINE_SLACK
 from d2k_env.task import load_task, project_root
 from d2k_env.verdict import format_result
+from wrong_edits import wrong_solution
 
 pytestmark = pytest.mark.gpu
 
@@ -71,10 +72,10 @@ def test_the_kernel_profiler_sees_kernels_without_importing_inductor():
     assert out.stdout.split()[-2:] == ["True", "False"], out.stdout + out.stderr[-3000:]
 
 
-def test_wrong_solutions_fail_on_the_gpu():
+def test_wrong_solutions_fail_on_the_gpu(tmp_path):
     task = load_task("fused_add_rmsnorm")
     ev = Evaluator(task, "cuda")
-    result = ev.evaluate(project_root() / "tests/solutions/wrong/fused_add_rmsnorm_no_weight.py", "test")
+    result = ev.evaluate(wrong_solution("fused_add_rmsnorm_no_weight", tmp_path), "test")
     ev.close()
     assert result.error is None and not any(w.correct for w in result.workloads)
 

@@ -1,11 +1,14 @@
-"""Hand-written fixtures (GPU MODE-style correct/wrong solutions in tests/solutions, each named after
-its task) and task-specific checker cases; what every task must meet is in tests/test_every_task.py."""
+"""Hand-written fixtures (GPU MODE-style correct/wrong solutions in tests/solutions, and wrong ones made
+as edits of their reference in tests/wrong_edits.py, each named after its task) and task-specific
+checker cases; what every task must meet is in tests/test_every_task.py."""
 
+import ast
 from pathlib import Path
 
 import pytest
 import torch
 
+import wrong_edits
 from conftest import TASK_IDS
 from d2k_env.evaluator import Evaluator
 from d2k_env.task import Workload, load_task
@@ -22,15 +25,35 @@ def test_correct_fixtures_pass(fixture):
     assert result.correct, (result.error, [(w.name, w.message) for w in result.workloads])
 
 
-@pytest.mark.parametrize("fixture", sorted((SOLUTIONS / "wrong").glob("*.py")), ids=lambda p: p.stem)
-def test_wrong_fixtures_fail_with_a_named_workload(fixture):
-    task = load_task(next(t for t in TASK_IDS if fixture.stem.startswith(t)))
+@pytest.mark.parametrize("name", wrong_edits.names())
+def test_wrong_fixtures_fail_with_a_named_workload(name, tmp_path):
+    task = load_task(next(t for t in TASK_IDS if name.startswith(t)))
     ev = Evaluator(task, "interpreter")
+    fixture = wrong_edits.wrong_solution(name, tmp_path)
     result = ev.evaluate(fixture, "test", seed=1)  # fixed: no outcome rests on a draw
     ev.close()
     assert result.error is None and not result.correct
     failing = [w for w in result.workloads if not w.correct]
     assert failing and all(w.message for w in failing)
+
+
+def test_wrong_edits_apply_once_to_their_current_reference(tmp_path):
+    files = {p.stem for p in wrong_edits.FILES.glob("*.py")}
+    assert not files & set(wrong_edits.EDITS), "a wrong fixture both a file and an edit"
+    for name, wrong in wrong_edits.EDITS.items():
+        assert wrong.task in TASK_IDS and name.startswith(f"{wrong.task}_"), name
+        source = wrong_edits.wrong_solution(name, tmp_path).read_text()
+        compile(source, name, "exec")
+        assert " ".join(ast.get_docstring(ast.parse(source)).split()) == f"Wrong: {wrong.fault}", name
+        assert source != load_task(wrong.task).reference_path.read_text()
+
+
+@pytest.mark.parametrize("old, times", [("text no reference has", 0), ("import triton", 2)])
+def test_a_wrong_edit_that_does_not_apply_once_names_its_fixture_and_text(monkeypatch, tmp_path, old, times):
+    wrong = wrong_edits.WrongEdit("rope_qk_inplace", "a stale edit.", ((old, "x"),))
+    monkeypatch.setitem(wrong_edits.EDITS, "rope_qk_inplace_stale", wrong)
+    with pytest.raises(ValueError, match=f"'rope_qk_inplace_stale'.*{old!r} occurs {times} times"):
+        wrong_edits.wrong_solution("rope_qk_inplace_stale", tmp_path)
 
 
 @pytest.mark.parametrize("variant, ok", [

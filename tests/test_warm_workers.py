@@ -23,10 +23,9 @@ from d2k_env.evaluator import reaper
 from d2k_env.evaluator.confine import landlock_abi
 from d2k_env.evaluator.sandbox import Worker
 from d2k_env.task import load_task
+from wrong_edits import wrong_solution
 
 pytestmark = pytest.mark.skipif(landlock_abi() < 6, reason="spares are kept only where Landlock scopes signals")
-
-SOLUTIONS = Path(__file__).parent / "solutions"
 RMSNORM = "fused_add_rmsnorm"
 
 
@@ -47,11 +46,11 @@ def _verdict(result) -> tuple:
     return result.error, [(w.name, w.correct, w.message) for w in result.workloads]
 
 
-def test_a_warm_evaluation_gives_the_verdict_a_cold_one_gives(warm):
+def test_a_warm_evaluation_gives_the_verdict_a_cold_one_gives(warm, tmp_path):
     task = warm.task
     cold = Evaluator(task, "interpreter", limits=PhaseLimits(default=120))
     try:
-        for path in (task.reference_path, SOLUTIONS / "wrong" / "fused_add_rmsnorm_no_weight.py"):
+        for path in (task.reference_path, wrong_solution("fused_add_rmsnorm_no_weight", tmp_path)):
             first = warm.evaluate(path, seed=7)  # the first may run cold; the next is dispatched to spares
             assert set(warm.pool.idle()) == {"solution", "replay", "check"} and all(s.alive() for s in warm.pool.idle().values())
             spares = dict(warm.pool.idle())
