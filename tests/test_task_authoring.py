@@ -69,7 +69,7 @@ def test_a_bad_spec_fails_at_load_naming_the_file_the_field_and_what_was_expecte
     spec = scaffolded / "tasks" / f"{SCRATCH}.py"
     text = spec.read_text()
     assert old in text
-    spec.write_text(text.replace(old, new, 1).replace("import Heldout,", "import Heldout, OneStep,"))
+    spec.write_text(text.replace(old, new, 1).replace("from d2k_env.tasks import (", "from d2k_env.tasks import (OneStep, "))
     with pytest.raises(ValueError) as caught:
         load_task(SCRATCH, scaffolded)
     message = str(caught.value)

@@ -12,7 +12,8 @@ SPEC = '''"""{title}: TODO one line on the operator and where real systems run i
 
 import torch
 
-from d2k_env.tasks import Heldout, Output, PerOutput, Roofline, TaskSpec, Workload
+from d2k_env.tasks import (BytesNearRoofline, DesignProperty, Heldout, MaxLaunches, NoLargeIntermediate, Output,
+                           PerOutput, Roofline, TaskSpec, Workload)
 
 EPS = 1e-6  # shared with the description; the baseline and the reference keep their own copy
 
@@ -80,6 +81,19 @@ Return y [M, N] fp32, a new tensor.
     heldout=Heldout("any M >= 1 and N >= 1; submit also checks three held-out shapes drawn at random, each "
                     "long on one axis: more rows than any workload of the backend, rows wider than 8192, and "
                     "a mid-sized one", heldout_workloads),
+    # What an expert kernel realises, one idea per property at the guidance layer that teaches it (L1
+    # algorithm, L2 dataflow, L3 GPU tricks), each checked automatically where a fact of the replay can
+    # settle it (MaxLaunches, UsesDot, NoLargeIntermediate; BytesNearRoofline needs the GPU's byte
+    # counters), else left to the judge. Reported in info["properties"], never in the reward.
+    design_properties=[
+        DesignProperty("one_kernel", "L1", "The whole computation is one kernel launch per call", MaxLaunches(1)),
+        DesignProperty("row_read_once", "L2", "Each row is read from memory once and written once: no intermediate "
+                                              "buffer as large as half the output", NoLargeIntermediate(0.5)),
+        DesignProperty("bytes_at_the_floor", "L2", "The bytes moved are within 10% of the roofline's",
+                       BytesNearRoofline(1.1)),
+        DesignProperty("reciprocal_once_per_row", "L3", "One reciprocal square root per row, then a "
+                                                        "multiplication per element"),
+    ],
     # Optional: in_place_inputs=(i, ...) for inputs the task updates in place, updated_inputs=
     # (UpdatedInput(i, "name", dtype),) for those whose value afterwards is checked like an output,
     # and wrong_solutions={{kind: WrongSolution(edits=... or skip="why")}} where a generated wrong
@@ -113,7 +127,8 @@ def _l2_normalise_rows(x_ptr, y_ptr, N, eps, BLOCK: tl.constexpr):
     cols = tl.arange(0, BLOCK)
     mask = cols < N  # the last block of a width that is no power of two
     x = tl.load(x_ptr + row + cols, mask=mask, other=0.0)
-    tl.store(y_ptr + row + cols, x / tl.sqrt(tl.sum(x * x, axis=0) + eps), mask=mask)
+    inv_norm = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) + eps)  # once per row: a multiplication per element
+    tl.store(y_ptr + row + cols, x * inv_norm, mask=mask)
 
 
 def forward(x):
