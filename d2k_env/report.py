@@ -369,12 +369,12 @@ def _property_layers(trajectories: list[Trajectory]):
     was judged, and the episodes the judge gave no verdict on with its reason. Episodes written
     before findings were recorded (no ``properties`` in their summary) count nowhere."""
     cells: dict[tuple[str, str], LayerCell] = {}
-    recorded: dict[str, dict[Pair, Trajectory]] = defaultdict(dict)  # condition -> episodes with records
+    recorded: dict[str, dict[Pair, EpisodeCounts]] = defaultdict(dict)  # condition -> episodes with records
     agreement, judged, errors = {"checked": 0, "agree": 0}, False, []
     for t in trajectories:
         if not t.finished or t.summary.get("properties") is None:
             continue
-        recorded[t.header["condition"]][(t.header["task"], t.header["seed"])] = t
+        recorded[t.header["condition"]][(t.header["task"], t.header["seed"])] = _episode_counts(t)
         verdict = t.summary.get("judge") or {}
         if verdict.get("error"):
             errors.append({"task": t.header["task"], "condition": t.header["condition"], "seed": t.header["seed"],
@@ -404,15 +404,27 @@ def _property_layers(trajectories: list[Trajectory]):
 SHARES = ("auto_share", "judged_share")
 
 
-def _layer_cells(condition: str, episodes: dict[Pair, Trajectory], pairs: list[Pair]) -> dict[str, LayerCell]:
-    """Per layer, the condition's properties counted over the episodes of ``pairs`` (repeats count again)."""
+_COUNTS = ("auto_realised", "auto_not", "auto_unchecked", "judged_realised", "judged_partly", "judged_not", "unjudged")
+EpisodeCounts = dict[str, tuple[int, ...]]  # layer -> one episode's LayerCell counts, in the order of _COUNTS
+
+
+def _episode_counts(t: Trajectory) -> EpisodeCounts:
+    """One finished episode's property counts per layer, counted once so that resamples only add them."""
     cells: dict[tuple[str, str], LayerCell] = {}
-    for pair in pairs:
-        _count_properties(cells, episodes[pair])
-    return {layer: cells[(condition, layer)] for layer in LAYERS}
+    _count_properties(cells, t)
+    return {layer: tuple(getattr(cells[(t.header["condition"], layer)], name) for name in _COUNTS)
+            for layer in LAYERS}
 
 
-def _layer_intervals(condition: str, episodes: dict[Pair, Trajectory],
+def _layer_cells(condition: str, episodes: dict[Pair, EpisodeCounts], pairs: list[Pair]) -> dict[str, LayerCell]:
+    """Per layer, the condition's properties counted over the episodes of ``pairs`` (repeats count again)."""
+    return {layer: LayerCell(condition, layer, len(pairs),
+                             **{name: sum(column) for name, column in
+                                zip(_COUNTS, zip(*(episodes[pair][layer] for pair in pairs)))})
+            for layer in LAYERS}
+
+
+def _layer_intervals(condition: str, episodes: dict[Pair, EpisodeCounts],
                      cells: dict[tuple[str, str], LayerCell]) -> None:
     """Sets the seed intervals of ``condition``'s shares in ``cells``, from its recorded ``episodes``."""
     pairs = sorted(episodes)
@@ -428,7 +440,7 @@ def _layer_intervals(condition: str, episodes: dict[Pair, Trajectory],
         cell.auto_interval, cell.judged_interval = next(found), next(found)
 
 
-def _layer_uplift(none: dict[Pair, Trajectory], episodes: dict[Pair, Trajectory], condition: str,
+def _layer_uplift(none: dict[Pair, EpisodeCounts], episodes: dict[Pair, EpisodeCounts], condition: str,
                   pairs: list[Pair]) -> LayerUplift:
     return LayerUplift(condition, pairs, _layer_cells("none", none, pairs), _layer_cells(condition, episodes, pairs))
 
@@ -470,9 +482,13 @@ class _Paired:
     def __init__(self, trajectories: list[Trajectory], ref: dict[str, float]):
         self.ref = ref
         self.done: dict[str, dict[Pair, Trajectory]] = defaultdict(dict)  # condition -> finished episodes
+        # condition -> pair -> (correct, episode speedup): all a resample's scores need, read once
+        self.outcomes: dict[str, dict[Pair, tuple[bool, float | None]]] = defaultdict(dict)
         for t in trajectories:
             if t.finished:
-                self.done[t.header["condition"]][(t.header["task"], t.header["seed"])] = t
+                pair = (t.header["task"], t.header["seed"])
+                self.done[t.header["condition"]][pair] = t
+                self.outcomes[t.header["condition"]][pair] = (bool(t.summary["correct"]), episode_speedup(t))
 
     def pairs(self, conditions: list[str]) -> list[Pair]:
         common = set.intersection(*(set(self.done[c]) for c in conditions)) if conditions else set()
@@ -485,20 +501,24 @@ class _Paired:
         return _condition_summary(condition, [_cell(task, condition, ts, self.ref.get(task))
                                               for task, ts in sorted(by_task.items())])
 
+    def scores(self, condition: str, pairs: list[Pair]) -> tuple[float, float | None]:
+        """The correctness rate and Performance Score of ``condition`` over ``pairs`` (a pair listed
+        twice counts twice): those of :meth:`summary`, without the rest of it, for the resamples."""
+        by_task: dict[str, list[tuple[bool, float | None]]] = defaultdict(list)
+        for task, seed in pairs:
+            by_task[task].append(self.outcomes[condition][(task, seed)])
+        return _condition_scores([_task_outcome(outcomes) for outcomes in by_task.values()])
+
     def with_intervals(self, summary: ConditionSummary, pairs: list[Pair]) -> ConditionSummary:
         """``summary``, of its condition over ``pairs``, given its seed intervals."""
-        def statistics(rs: list[Pair]) -> tuple[float, float | None]:
-            s = self.summary(summary.condition, rs)
-            return s.correctness_rate, s.performance_score
-
         summary.seeds = seed_count(pairs)
-        summary.correctness_interval, summary.performance_interval = seed_intervals(pairs, statistics)
+        summary.correctness_interval, summary.performance_interval = seed_intervals(
+            pairs, lambda rs: self.scores(summary.condition, rs))
         return summary
 
     def _uplift(self, source: str, target: str, pairs: list[Pair]) -> Uplift:
-        a, b = self.summary(source, pairs), self.summary(target, pairs)
-        return Uplift(source, target, pairs, a.correctness_rate, b.correctness_rate, a.performance_score,
-                      b.performance_score)
+        (rate_a, score_a), (rate_b, score_b) = self.scores(source, pairs), self.scores(target, pairs)
+        return Uplift(source, target, pairs, rate_a, rate_b, score_a, score_b)
 
     def uplift(self, source: str, target: str) -> Uplift | None:
         pairs = self.pairs([source, target])
@@ -522,8 +542,7 @@ class _Paired:
 def _cell(task: str, condition: str, trajectories: list[Trajectory], reference: float | None) -> Cell:
     done = [t for t in trajectories if t.finished]
     correct = [t for t in done if t.summary["correct"]]
-    speedups = [episode_speedup(t) for t in done]
-    speedup = geomean(speedups) if done and None not in speedups else None
+    speedup = _task_outcome([(bool(t.summary["correct"]), episode_speedup(t)) for t in done])[1] if done else None
     correct_speedups = [t.summary["speedup"] for t in correct if t.summary["speedup"] is not None]
     roofline = [t.summary["roofline_fraction"] for t in correct if t.summary["roofline_fraction"] is not None]
     return Cell(task, condition, len(done), len(correct), len(trajectories) - len(done), speedup,
@@ -534,12 +553,24 @@ def _cell(task: str, condition: str, trajectories: list[Trajectory], reference: 
                 sum(t.summary["tokens"]["total_tokens"] for t in done) / len(done) if done else float("nan"))
 
 
+def _task_outcome(episodes: list[tuple[bool, float | None]]) -> tuple[float, float | None]:
+    """A task's correct rate and speedup (geomean of the episode speedups; None when any went
+    untimed) from its finished episodes' (correct, episode speedup)."""
+    speedups = [s for _, s in episodes]
+    return sum(c for c, _ in episodes) / len(episodes), geomean(speedups) if None not in speedups else None
+
+
+def _condition_scores(tasks: list[tuple[float, float | None]]) -> tuple[float, float | None]:
+    """A condition's correctness rate (mean over tasks) and Performance Score (geomean over tasks;
+    None when a task's speed was not measured) from its tasks' (correct rate, speedup)."""
+    speedups = [s for _, s in tasks]
+    return sum(r for r, _ in tasks) / len(tasks), geomean(speedups) if speedups and None not in speedups else None
+
+
 def _condition_summary(condition: str, cells: list[Cell]) -> ConditionSummary:
-    speedups = [c.speedup for c in cells]
     when_correct = [c.speedup_when_correct for c in cells if c.speedup_when_correct is not None]
     return ConditionSummary(condition, len(cells), sum(c.episodes for c in cells),
-                            sum(c.correct_rate for c in cells) / len(cells),
-                            geomean(speedups) if speedups and None not in speedups else None,
+                            *_condition_scores([(c.correct_rate, c.speedup) for c in cells]),
                             geomean(when_correct) if when_correct else None)
 
 
