@@ -12,7 +12,7 @@ from conftest import call
 from d2k_env.agents import ScriptedPolicy, reference_policy
 from d2k_env.cli import main
 from d2k_env.judge import Budget, Judge
-from d2k_env.report import build_report, to_markdown
+from d2k_env.report import build_report, to_markdown, write_report
 from d2k_env.runner import RunDirectory, RunSettings, plan, run_experiment
 from d2k_env.task import load_task
 from d2k_env.trajectory import load_run
@@ -135,7 +135,7 @@ def test_a_design_run_is_judged_and_reported_apart_with_its_uplift(tmp_path):
     assert [(u.condition, u.pairs) for u in p.layer_uplift] == [("L1+L2+L3", [(TASK, 0), (TASK, 1)])]
 
 
-def test_the_uplift_over_none_is_paired(tmp_path):
+def test_the_uplift_over_none_is_paired(tmp_path, monkeypatch):
     """L1 ran seeds 0 and 1, none seed 0 alone: the uplift compares seed 0 with seed 0 (+100 pp), while
     L1's own row averages both seeds (its seed-1 design is judged not realised)."""
     def judge_script(body):
@@ -160,6 +160,14 @@ def test_the_uplift_over_none_is_paired(tmp_path):
     assert cells[("none", "L1")].judged_interval is None and cells[("none", "L1")].seeds == 1
     assert "| L1 | 2 | 50% [0-100%] (3/6) | 50% [0-100%] (2/4) | 50% [0-100%] (1/2) |" in to_markdown(
         build_report(tmp_path))
+    from matplotlib.figure import Figure
+
+    saved = {}
+    monkeypatch.setattr(Figure, "savefig", lambda fig, fname, *a, **k: saved.setdefault(fname.name, fig))
+    write_report(tmp_path)
+    judged = saved["property_layers.png"].axes[1]  # automatic checks, then the judge
+    segments = [segment.tolist() for c in judged.collections for segment in c.get_segments()]
+    assert len(segments) == 3 and {(lo, hi) for [[_, lo], [_, hi]] in segments} == {(0.0, 1.0)}  # L1's, per layer
     [u] = p.layer_uplift
     assert u.pairs == [(TASK, 0)] and u.delta("L1", "judged_share") == 1.0 and u.delta("L1", "auto_share") is None
     assert "| L1 | 1 (1 task) |" + " +100 pp (one seed) |" * 3 in to_markdown(build_report(tmp_path))
