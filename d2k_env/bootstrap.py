@@ -10,8 +10,9 @@ Reproducible: with ``k`` seeds and ``k ** k <= resamples`` every ordered resampl
 once (the exact bootstrap distribution, no sampling at all); otherwise ``resamples`` draws from
 ``random.Random(0)``, so the same run always gives the same interval.
 
-No interval (``None``) with fewer than two distinct seeds, never a zero-width one: one seed says
-nothing about how another would have gone. Resamples on which the statistic is ``None`` (or NaN)
+No interval (``None``) with fewer than two distinct seeds, rather than a made-up zero-width one:
+one seed says nothing about how another would have gone. (With two or more, an interval is zero
+wide only when every resample gives the same value.) Resamples on which the statistic is ``None`` (or NaN)
 are skipped; when fewer than ``level`` of them remain, the statistic is too often undefined to be
 estimated at that level and the interval is ``None`` too.
 """

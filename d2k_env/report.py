@@ -301,9 +301,9 @@ class Report:
                               "judge_errors": p.judge_errors,
                               "property_uplift": [{"condition": u.condition, "pairs": [list(x) for x in u.pairs],
                                                    **{f"{layer}_{kind}": u.delta(layer, kind) for layer in LAYERS
-                                                      for kind in ("auto_share", "judged_share")},
+                                                      for kind in SHARES},
                                                    **{f"{layer}_{kind}_interval": u.intervals.get(f"{layer}_{kind}")
-                                                      for layer in LAYERS for kind in ("auto_share", "judged_share")}}
+                                                      for layer in LAYERS for kind in SHARES}}
                                                   for u in p.layer_uplift],
                               "property_layers": [{**asdict(c), "auto_share": c.auto_share,
                                                    "judged_share": c.judged_share} for c in p.layers]}
@@ -401,9 +401,7 @@ def _property_layers(trajectories: list[Trajectory]):
     return ordered, uplift, agreement, judged, errors
 
 
-SHARES = ("auto_share", "judged_share")
-
-
+SHARES = ("auto_share", "judged_share")  # the LayerCell shares, each with its interval
 _COUNTS = ("auto_realised", "auto_not", "auto_unchecked", "judged_realised", "judged_partly", "judged_not", "unjudged")
 EpisodeCounts = dict[str, tuple[int, ...]]  # layer -> one episode's LayerCell counts, in the order of _COUNTS
 
