@@ -30,6 +30,12 @@ Definitions (applied everywhere, tables and plots alike):
 - A task x condition cell that never ran is shown as not run, never as a zero.
 - Trajectories scored under different reward versions (:data:`d2k_env.reward.REWARD_VERSION`) are
   reported in separate sections, never averaged together, and the report warns that it mixes them.
+- *Intervals over seeds*: each condition's correctness rate and Performance Score, each uplift's
+  correctness delta and performance ratio, each per-layer property share and its uplift over
+  ``none`` carry a 95% percentile interval from a cluster bootstrap over the run's seeds
+  (:mod:`d2k_env.bootstrap`: a seed drawn brings all its tasks; 2000 resamples from a fixed
+  generator, or every resample when there are few enough). A value resting on one seed has none and
+  says ``one seed``; one whose statistic is undefined on too many resamples says ``no interval``.
 
 Design properties (issue 30's per-layer table), per guidance condition (rows) and property layer
 (L1/L2/L3, columns), over the condition's finished episodes, from what each summary recorded
@@ -57,6 +63,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from d2k_env.bootstrap import LEVEL, RESAMPLES, Interval, seed_count, seed_intervals
 from d2k_env.judge_prompt import SCORES
 from d2k_env.runner import STACKING
 from d2k_env.tasks.properties import LAYERS
@@ -123,6 +130,9 @@ class ConditionSummary:
     correctness_rate: float
     performance_score: float | None
     speedup_when_correct: float | None
+    seeds: int = 0  # distinct seeds among the episodes summarised
+    correctness_interval: Interval | None = None  # over seeds (see the module docstring)
+    performance_interval: Interval | None = None
 
 
 Pair = tuple[str, int]  # (task, seed): the unit a paired comparison matches across conditions
@@ -139,6 +149,8 @@ class Uplift:
     correctness_to: float
     performance_from: float | None
     performance_to: float | None
+    correctness_delta_interval: Interval | None = None  # over the pairs' seeds
+    performance_ratio_interval: Interval | None = None
 
     @property
     def tasks(self) -> list[str]:
@@ -186,6 +198,9 @@ class LayerCell:
     judged_partly: int = 0
     judged_not: int = 0
     unjudged: int = 0
+    seeds: int = 0  # distinct seeds among the episodes counted
+    auto_interval: Interval | None = None  # of auto_share, over seeds
+    judged_interval: Interval | None = None  # of judged_share, over seeds
 
     @property
     def auto_share(self) -> float | None:
@@ -207,6 +222,7 @@ class LayerUplift:
     pairs: list[Pair]
     none: dict[str, LayerCell]
     cells: dict[str, LayerCell]
+    intervals: dict[str, Interval | None] = field(default_factory=dict)  # f"{layer}_{share}" -> of delta, over seeds
 
     def delta(self, layer: str, share: str) -> float | None:
         """``share`` ("auto_share" or "judged_share") of ``layer`` minus that under none; None where
@@ -270,6 +286,7 @@ class Report:
                                             "performance_ratio": u.performance_ratio}
 
         return {"run_dir": self.run_dir, "reference_file": self.reference_file, "reference_gpu": self.reference_gpu,
+                "intervals": {"resampled": "seeds", "level": LEVEL, "resamples": RESAMPLES},
                 "reward_versions": self.reward_versions, "mixed_reward_versions": self.mixed_reward_versions,
                 "policies": [{"policy": p.policy, "reward_version": p.reward_version, "settings": p.settings,
                               "gpu": p.gpu, "timed": p.timed,
@@ -284,7 +301,9 @@ class Report:
                               "judge_errors": p.judge_errors,
                               "property_uplift": [{"condition": u.condition, "pairs": [list(x) for x in u.pairs],
                                                    **{f"{layer}_{kind}": u.delta(layer, kind) for layer in LAYERS
-                                                      for kind in ("auto_share", "judged_share")}}
+                                                      for kind in SHARES},
+                                                   **{f"{layer}_{kind}_interval": u.intervals.get(f"{layer}_{kind}")
+                                                      for layer in LAYERS for kind in SHARES}}
                                                   for u in p.layer_uplift],
                               "property_layers": [{**asdict(c), "auto_share": c.auto_share,
                                                    "judged_share": c.judged_share} for c in p.layers]}
@@ -350,12 +369,12 @@ def _property_layers(trajectories: list[Trajectory]):
     was judged, and the episodes the judge gave no verdict on with its reason. Episodes written
     before findings were recorded (no ``properties`` in their summary) count nowhere."""
     cells: dict[tuple[str, str], LayerCell] = {}
-    recorded: dict[str, dict[Pair, Trajectory]] = defaultdict(dict)  # condition -> episodes with records
+    recorded: dict[str, dict[Pair, EpisodeCounts]] = defaultdict(dict)  # condition -> episodes with records
     agreement, judged, errors = {"checked": 0, "agree": 0}, False, []
     for t in trajectories:
         if not t.finished or t.summary.get("properties") is None:
             continue
-        recorded[t.header["condition"]][(t.header["task"], t.header["seed"])] = t
+        recorded[t.header["condition"]][(t.header["task"], t.header["seed"])] = _episode_counts(t)
         verdict = t.summary.get("judge") or {}
         if verdict.get("error"):
             errors.append({"task": t.header["task"], "condition": t.header["condition"], "seed": t.header["seed"],
@@ -365,20 +384,63 @@ def _property_layers(trajectories: list[Trajectory]):
             for k in agreement:
                 agreement[k] += (verdict.get("agreement") or {}).get(k, 0)
         _count_properties(cells, t)
+    for condition, episodes in recorded.items():
+        _layer_intervals(condition, episodes, cells)
     ordered = sorted(cells.values(), key=lambda c: (_condition_order(c.condition), c.layer))
     uplift = []
     for condition in sorted(set(recorded) - {"none"}, key=_condition_order):
         pairs = sorted(set(recorded[condition]) & set(recorded.get("none", {})))
         if not pairs:
             continue
-        base: dict[tuple[str, str], LayerCell] = {}
-        target: dict[tuple[str, str], LayerCell] = {}
-        for pair in pairs:
-            _count_properties(base, recorded["none"][pair])
-            _count_properties(target, recorded[condition][pair])
-        uplift.append(LayerUplift(condition, pairs, {layer: base[("none", layer)] for layer in LAYERS},
-                                  {layer: target[(condition, layer)] for layer in LAYERS}))
+        u = _layer_uplift(recorded["none"], recorded[condition], condition, pairs)
+        keys = [(layer, share) for layer in LAYERS for share in SHARES]
+        found = seed_intervals(pairs, lambda rs: [_layer_uplift(recorded["none"], recorded[condition], condition,
+                                                                rs).delta(*key) for key in keys])
+        u.intervals = {f"{layer}_{share}": interval for (layer, share), interval in zip(keys, found)}
+        uplift.append(u)
     return ordered, uplift, agreement, judged, errors
+
+
+SHARES = ("auto_share", "judged_share")  # the LayerCell shares, each with its interval
+_COUNTS = ("auto_realised", "auto_not", "auto_unchecked", "judged_realised", "judged_partly", "judged_not", "unjudged")
+EpisodeCounts = dict[str, tuple[int, ...]]  # layer -> one episode's LayerCell counts, in the order of _COUNTS
+
+
+def _episode_counts(t: Trajectory) -> EpisodeCounts:
+    """One finished episode's property counts per layer, counted once so that resamples only add them."""
+    cells: dict[tuple[str, str], LayerCell] = {}
+    _count_properties(cells, t)
+    return {layer: tuple(getattr(cells[(t.header["condition"], layer)], name) for name in _COUNTS)
+            for layer in LAYERS}
+
+
+def _layer_cells(condition: str, episodes: dict[Pair, EpisodeCounts], pairs: list[Pair]) -> dict[str, LayerCell]:
+    """Per layer, the condition's properties counted over the episodes of ``pairs`` (repeats count again)."""
+    return {layer: LayerCell(condition, layer, len(pairs),
+                             **{name: sum(column) for name, column in
+                                zip(_COUNTS, zip(*(episodes[pair][layer] for pair in pairs)))})
+            for layer in LAYERS}
+
+
+def _layer_intervals(condition: str, episodes: dict[Pair, EpisodeCounts],
+                     cells: dict[tuple[str, str], LayerCell]) -> None:
+    """Sets the seed intervals of ``condition``'s shares in ``cells``, from its recorded ``episodes``."""
+    pairs = sorted(episodes)
+
+    def shares(rs: list[Pair]) -> list[float | None]:
+        counted = _layer_cells(condition, episodes, rs)
+        return [getattr(counted[layer], share) for layer in LAYERS for share in SHARES]
+
+    found = iter(seed_intervals(pairs, shares))
+    for layer in LAYERS:
+        cell = cells[(condition, layer)]
+        cell.seeds = seed_count(pairs)
+        cell.auto_interval, cell.judged_interval = next(found), next(found)
+
+
+def _layer_uplift(none: dict[Pair, EpisodeCounts], episodes: dict[Pair, EpisodeCounts], condition: str,
+                  pairs: list[Pair]) -> LayerUplift:
+    return LayerUplift(condition, pairs, _layer_cells("none", none, pairs), _layer_cells(condition, episodes, pairs))
 
 
 def _policy_report(policy: str, version: int | None, trajectories: list[Trajectory],
@@ -399,8 +461,9 @@ def _policy_report(policy: str, version: int | None, trajectories: list[Trajecto
     conditions = sorted({c.condition for c in cells}, key=_condition_order)
     # A condition whose episodes all failed has no summary (its failures are listed below the table).
     finished = {cond: [c for c in cells if c.condition == cond and c.episodes] for cond in conditions}
-    summaries = [_condition_summary(cond, finished[cond]) for cond in conditions if finished[cond]]
     paired = _Paired(trajectories, ref if timed else {})
+    summaries = [paired.with_intervals(_condition_summary(cond, finished[cond]), sorted(paired.done[cond]))
+                 for cond in conditions if finished[cond]]
     present = [c for c in STACKING if finished.get(c)]
     overall = paired.uplift("none", "L1+L2+L3") if {"none", "L1+L2+L3"} <= set(present) else None
     per_layer = [paired.uplift(a, b) for a, b in zip(STACKING, STACKING[1:]) if a in present and b in present]
@@ -417,9 +480,13 @@ class _Paired:
     def __init__(self, trajectories: list[Trajectory], ref: dict[str, float]):
         self.ref = ref
         self.done: dict[str, dict[Pair, Trajectory]] = defaultdict(dict)  # condition -> finished episodes
+        # condition -> pair -> (correct, episode speedup): all a resample's scores need, read once
+        self.outcomes: dict[str, dict[Pair, tuple[bool, float | None]]] = defaultdict(dict)
         for t in trajectories:
             if t.finished:
-                self.done[t.header["condition"]][(t.header["task"], t.header["seed"])] = t
+                pair = (t.header["task"], t.header["seed"])
+                self.done[t.header["condition"]][pair] = t
+                self.outcomes[t.header["condition"]][pair] = (bool(t.summary["correct"]), episode_speedup(t))
 
     def pairs(self, conditions: list[str]) -> list[Pair]:
         common = set.intersection(*(set(self.done[c]) for c in conditions)) if conditions else set()
@@ -432,24 +499,48 @@ class _Paired:
         return _condition_summary(condition, [_cell(task, condition, ts, self.ref.get(task))
                                               for task, ts in sorted(by_task.items())])
 
+    def scores(self, condition: str, pairs: list[Pair]) -> tuple[float, float | None]:
+        """The correctness rate and Performance Score of ``condition`` over ``pairs`` (a pair listed
+        twice counts twice): those of :meth:`summary`, without the rest of it, for the resamples."""
+        by_task: dict[str, list[tuple[bool, float | None]]] = defaultdict(list)
+        for task, seed in pairs:
+            by_task[task].append(self.outcomes[condition][(task, seed)])
+        return _condition_scores([_task_outcome(outcomes) for outcomes in by_task.values()])
+
+    def with_intervals(self, summary: ConditionSummary, pairs: list[Pair]) -> ConditionSummary:
+        """``summary``, of its condition over ``pairs``, given its seed intervals."""
+        summary.seeds = seed_count(pairs)
+        summary.correctness_interval, summary.performance_interval = seed_intervals(
+            pairs, lambda rs: self.scores(summary.condition, rs))
+        return summary
+
+    def _uplift(self, source: str, target: str, pairs: list[Pair]) -> Uplift:
+        (rate_a, score_a), (rate_b, score_b) = self.scores(source, pairs), self.scores(target, pairs)
+        return Uplift(source, target, pairs, rate_a, rate_b, score_a, score_b)
+
     def uplift(self, source: str, target: str) -> Uplift | None:
         pairs = self.pairs([source, target])
         if not pairs:
             return None
-        a, b = self.summary(source, pairs), self.summary(target, pairs)
-        return Uplift(source, target, pairs, a.correctness_rate, b.correctness_rate, a.performance_score,
-                      b.performance_score)
+        u = self._uplift(source, target, pairs)
+
+        def statistics(rs: list[Pair]) -> tuple[float, float | None]:
+            r = self._uplift(source, target, rs)
+            return r.correctness_delta, r.performance_ratio
+
+        u.correctness_delta_interval, u.performance_ratio_interval = seed_intervals(pairs, statistics)
+        return u
 
     def stacking(self, conditions: list[str]) -> Stacking:
         pairs = self.pairs(conditions)
-        return Stacking(conditions, pairs, [self.summary(c, pairs) for c in conditions] if pairs else [])
+        return Stacking(conditions, pairs,
+                        [self.with_intervals(self.summary(c, pairs), pairs) for c in conditions] if pairs else [])
 
 
 def _cell(task: str, condition: str, trajectories: list[Trajectory], reference: float | None) -> Cell:
     done = [t for t in trajectories if t.finished]
     correct = [t for t in done if t.summary["correct"]]
-    speedups = [episode_speedup(t) for t in done]
-    speedup = geomean(speedups) if done and None not in speedups else None
+    speedup = _task_outcome([(bool(t.summary["correct"]), episode_speedup(t)) for t in done])[1] if done else None
     correct_speedups = [t.summary["speedup"] for t in correct if t.summary["speedup"] is not None]
     roofline = [t.summary["roofline_fraction"] for t in correct if t.summary["roofline_fraction"] is not None]
     return Cell(task, condition, len(done), len(correct), len(trajectories) - len(done), speedup,
@@ -460,12 +551,24 @@ def _cell(task: str, condition: str, trajectories: list[Trajectory], reference: 
                 sum(t.summary["tokens"]["total_tokens"] for t in done) / len(done) if done else float("nan"))
 
 
+def _task_outcome(episodes: list[tuple[bool, float | None]]) -> tuple[float, float | None]:
+    """A task's correct rate and speedup (geomean of the episode speedups; None when any went
+    untimed) from its finished episodes' (correct, episode speedup)."""
+    speedups = [s for _, s in episodes]
+    return sum(c for c, _ in episodes) / len(episodes), geomean(speedups) if None not in speedups else None
+
+
+def _condition_scores(tasks: list[tuple[float, float | None]]) -> tuple[float, float | None]:
+    """A condition's correctness rate (mean over tasks) and Performance Score (geomean over tasks;
+    None when a task's speed was not measured) from its tasks' (correct rate, speedup)."""
+    speedups = [s for _, s in tasks]
+    return sum(r for r, _ in tasks) / len(tasks), geomean(speedups) if speedups and None not in speedups else None
+
+
 def _condition_summary(condition: str, cells: list[Cell]) -> ConditionSummary:
-    speedups = [c.speedup for c in cells]
     when_correct = [c.speedup_when_correct for c in cells if c.speedup_when_correct is not None]
     return ConditionSummary(condition, len(cells), sum(c.episodes for c in cells),
-                            sum(c.correct_rate for c in cells) / len(cells),
-                            geomean(speedups) if speedups and None not in speedups else None,
+                            *_condition_scores([(c.correct_rate, c.speedup) for c in cells]),
                             geomean(when_correct) if when_correct else None)
 
 
@@ -502,9 +605,44 @@ def mixed_versions_warning(report: Report) -> str | None:
             "averaged across versions. Compare only sections of the same reward version.")
 
 
-def _share(share: float | None, counted: int, total: int, *apart: str) -> str:
-    notes = "; ".join([f"{counted}/{total}", *(a for a in apart if not a.startswith("0 "))])
-    return f"{_pct(share)} ({notes})"
+def _pct_ends(lo: float, hi: float) -> str:
+    return f"[{100 * lo:.0f}-{100 * hi:.0f}%]"
+
+
+def _x_ends(lo: float, hi: float) -> str:
+    return f"[{lo:.2f}-{hi:.2f}x]"
+
+
+def _ratio_ends(lo: float, hi: float) -> str:
+    return f"[x{lo:.2f}-x{hi:.2f}]"
+
+
+def _pp_ends(lo: float, hi: float) -> str:
+    return f"[{100 * lo:+.0f} to {100 * hi:+.0f} pp]"
+
+
+def _no_interval(seeds: int) -> str:
+    """Why a value has no seed interval: it rests on one seed, or the statistic was undefined on too
+    many resamples."""
+    return "one seed" if seeds < 2 else "no interval"
+
+
+def _with_interval(text: str, interval: Interval | None, seeds: int, ends) -> str:
+    """``text`` (a formatted value) followed by its seed interval (``ends`` formats it: ``[lo-hi]``)
+    or why it has none; a value n/a stays bare."""
+    if text == NOT_MEASURED:
+        return text
+    return f"{text} {ends(*interval) if interval is not None else f'({_no_interval(seeds)})'}"
+
+
+def _share(share: float | None, counted: int, total: int, *apart: str, interval: Interval | None = None,
+           seeds: int = 0) -> str:
+    notes = [f"{counted}/{total}", *(a for a in apart if not a.startswith("0 "))]
+    if share is None:
+        return f"{_pct(share)} ({'; '.join(notes)})"
+    if interval is None:  # said among the counts rather than in a second pair of brackets
+        return f"{_pct(share)} ({'; '.join([*notes, _no_interval(seeds)])})"
+    return f"{_pct(share)} {_pct_ends(*interval)} ({'; '.join(notes)})"
 
 
 def _pp(delta: float | None) -> str:
@@ -527,7 +665,7 @@ def _layer_sections(p: PolicyReport) -> list[str]:
                   "(realised/settled; unchecked apart, never guessed).", ""]
         lines += _table(header, [[cond, str(by[(cond, LAYERS[0])].episodes),
                                   *(_share(c.auto_share, c.auto_realised, c.auto_realised + c.auto_not,
-                                           f"{c.auto_unchecked} unchecked")
+                                           f"{c.auto_unchecked} unchecked", interval=c.auto_interval, seeds=c.seeds)
                                     for c in (by[(cond, layer)] for layer in LAYERS))] for cond in conditions])
         lines.append("")
     if p.judge_errors:
@@ -543,7 +681,8 @@ def _layer_sections(p: PolicyReport) -> list[str]:
         lines += _table(header, [[cond, str(by[(cond, LAYERS[0])].episodes),
                                   *(_share(c.judged_share, c.judged_realised,
                                            c.judged_realised + c.judged_partly + c.judged_not,
-                                           f"{c.judged_partly} partly", f"{c.unjudged} unjudged")
+                                           f"{c.judged_partly} partly", f"{c.unjudged} unjudged",
+                                           interval=c.judged_interval, seeds=c.seeds)
                                     for c in (by[(cond, layer)] for layer in LAYERS))] for cond in conditions])
         lines.append("")
         if p.agreement["checked"]:
@@ -556,8 +695,10 @@ def _layer_sections(p: PolicyReport) -> list[str]:
                   "(task, seed) pairs recorded under both):", ""]
         lines += _table(["condition", "(task, seed) pairs",
                          *(f"{layer} {kind}" for layer in LAYERS for kind, _ in kinds)],
-                        [[u.condition, _pairs(u.pairs), *(_pp(u.delta(layer, attr)) for layer in LAYERS
-                                                          for _, attr in kinds)] for u in p.layer_uplift])
+                        [[u.condition, _pairs(u.pairs),
+                          *(_with_interval(_pp(u.delta(layer, attr)), u.intervals.get(f"{layer}_{attr}"),
+                                           seed_count(u.pairs), _pp_ends)
+                            for layer in LAYERS for _, attr in kinds)] for u in p.layer_uplift])
         lines.append("")
     return lines
 
@@ -604,8 +745,10 @@ def to_markdown(report: Report) -> str:
         lines += ["", "### Summary per condition", ""]
         lines += _table(["condition", "tasks", "episodes", "correctness rate", "Performance Score",
                          "speedup when correct"],
-                        [[s.condition, str(s.tasks), str(s.episodes), _pct(s.correctness_rate),
-                          _x(s.performance_score), _x(s.speedup_when_correct)] for s in p.conditions])
+                        [[s.condition, str(s.tasks), str(s.episodes),
+                          _with_interval(_pct(s.correctness_rate), s.correctness_interval, s.seeds, _pct_ends),
+                          _with_interval(_x(s.performance_score), s.performance_interval, s.seeds, _x_ends),
+                          _x(s.speedup_when_correct)] for s in p.conditions])
         if len({frozenset(pairs) for pairs in p.coverage.values()}) > 1:
             lines += ["", "These conditions ran on different tasks or seeds: each row averages over its own "
                           "episodes, so rows are not comparable. Compare conditions through the paired uplift below."]
@@ -614,10 +757,13 @@ def to_markdown(report: Report) -> str:
         if uplifts:
             lines += _table(["", "from", "to", "(task, seed) pairs", "correctness rate", "Performance Score"],
                             [[kind, u.source, u.target, _pairs(u.pairs),
-                              f"{_pct(u.correctness_from)} -> {_pct(u.correctness_to)} "
-                              f"({100 * u.correctness_delta:+.0f} pp)",
+                              f"{_pct(u.correctness_from)} -> {_pct(u.correctness_to)}: "
+                              + _with_interval(_pp(u.correctness_delta), u.correctness_delta_interval,
+                                               seed_count(u.pairs), _pp_ends),
                               NOT_MEASURED if u.performance_ratio is None else
-                              f"{_x(u.performance_from)} -> {_x(u.performance_to)} (x{u.performance_ratio:.2f})"]
+                              f"{_x(u.performance_from)} -> {_x(u.performance_to)}: "
+                              + _with_interval(f"x{u.performance_ratio:.2f}", u.performance_ratio_interval,
+                                               seed_count(u.pairs), _ratio_ends)]
                              for kind, u in uplifts])
             if len(p.per_layer) < 3:
                 lines += ["", "Per-layer uplift needs every stacking condition run on common tasks and seeds: "
@@ -640,7 +786,11 @@ def to_markdown(report: Report) -> str:
               "Task speedup: geometric mean over seeds. Correctness rate: mean over tasks of the fraction of correct "
               "episodes. Performance Score: geometric mean over tasks of the task speedups. Uplift and the layer "
               "stacking are paired: they compare conditions only on the (task, seed) pairs finished under every "
-              "condition compared. A cell never run is shown as not run, never as zero. Trajectories of different "
+              f"condition compared. Intervals are {LEVEL:.0%} percentile intervals over seeds: a cluster bootstrap "
+              f"({RESAMPLES} resamples of the run's seeds with replacement, or every possible one when they are "
+              "fewer; a drawn seed brings every task it ran), shown as `value [low-high]`; a value resting on one "
+              "seed says `one seed`, one undefined on too many resamples `no interval`. A cell never run is shown "
+              "as not run, never as zero. Trajectories of different "
               "reward versions are reported apart, never averaged together. Expert reference: "
               f"{report.reference_file or 'no benchmarks/results/references-*.json found'}.", "",
               "Design properties per layer: per guidance condition and property layer, over the condition's "
@@ -665,7 +815,8 @@ def _failed_section(p: PolicyReport) -> list[str]:
 def write_plots(report: Report, out_dir: Path) -> list[Path]:
     """``guidance_pairs.png`` (per task, bars per condition) and ``layer_stacking.png`` (paired), for
     the sections of solution episodes; ``property_layers.png`` (realised share per property layer,
-    bars per condition) for every section with property findings.
+    bars per condition) for every section with property findings. The stacking and property plots
+    draw each value's seed interval, where it has one, as a vertical line.
 
     A cell never run gets no bar but a ``not run`` mark (``failed`` when every episode failed): a
     zero-height bar would read as a measured zero. Matplotlib is the ``agents`` extra's: an
@@ -687,9 +838,10 @@ def write_plots(report: Report, out_dir: Path) -> list[Path]:
 
 def _property_plot(plt, policies: list[PolicyReport], out_dir: Path) -> Path:
     """Per section, the realised share per property layer, a bar per guidance condition: automatic
-    (solution episodes) and judged side by side. A share with nothing settled or scored gets an
-    ``n/a`` mark, not a bar."""
+    (solution episodes) and judged side by side, with the seed interval as an error bar where there
+    is one. A share with nothing settled or scored gets an ``n/a`` mark, not a bar."""
     kinds = [("auto_share", "automatic checks"), ("judged_share", "judge")]
+    intervals = {"auto_share": "auto_interval", "judged_share": "judged_interval"}
     fig, axes = plt.subplots(len(policies), len(kinds), squeeze=False, figsize=(13, 3.8 * len(policies)))
     for row, p in zip(axes, policies):
         conditions = list(dict.fromkeys(c.condition for c in p.layers))
@@ -705,9 +857,10 @@ def _property_plot(plt, policies: list[PolicyReport], out_dir: Path) -> Path:
                         ax.text(x, 0, f"{cond}: {NOT_MEASURED}", rotation=90, ha="center", va="bottom", fontsize=6,
                                 color="gray")
                     else:
-                        drawn.append((x, value))
-                bars = ax.bar([x for x, _ in drawn], [v for _, v in drawn], width, label=cond, color=f"C{i}")
+                        drawn.append((x, value, getattr(by[(cond, layer)], intervals[attr])))
+                bars = ax.bar([x for x, _, _ in drawn], [v for _, v, _ in drawn], width, label=cond, color=f"C{i}")
                 ax.bar_label(bars, fmt="%.2f", fontsize=7)
+                _error_bars(ax, [(x, iv) for x, _, iv in drawn])
             ax.set_xticks(range(len(LAYERS)), [f"{layer} properties" for layer in LAYERS], fontsize=8)
             ax.set_xlim(-0.5, len(LAYERS) - 0.5)
             ax.set_ylim(0, 1.12)
@@ -721,6 +874,16 @@ def _property_plot(plt, policies: list[PolicyReport], out_dir: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _error_bars(ax, points: list[tuple[float, Interval | None]], color: str = "black") -> None:
+    """A vertical line from the low to the high end of each seed interval, at its x; none where
+    there is no interval. Drawn as lines between the ends, not as errors around the value: a
+    percentile interval need not contain the value it is for."""
+    drawn = [(x, interval) for x, interval in points if interval is not None]
+    if drawn:
+        ax.vlines([x for x, _ in drawn], [lo for _, (lo, _) in drawn], [hi for _, (_, hi) in drawn], colors=color,
+                  linewidth=1, label="_seed intervals")
 
 
 def _solution_plots(plt, policies: list[PolicyReport], out_dir: Path) -> list[Path]:
@@ -773,16 +936,18 @@ def _solution_plots(plt, policies: list[PolicyReport], out_dir: Path) -> list[Pa
             st = p.stacking
             not_run = [c for c in STACKING if c not in st.conditions]
             suffix = f"; not run: {', '.join(not_run)}" if not_run else ""
-            points = [(STACKING.index(s.condition), getattr(s, attr)) for s in st.summaries
+            interval = "correctness_interval" if attr == "correctness_rate" else "performance_interval"
+            points = [(STACKING.index(s.condition), getattr(s, attr), getattr(s, interval)) for s in st.summaries
                       if getattr(s, attr) is not None]
             if not points:
                 notes.append(f"{p.label}: no (task, seed) pair ran under every condition{suffix}" if not st.pairs
                              else f"{p.label}: {label} not measured")
                 continue
-            ax.plot([x for x, _ in points], [v for _, v in points], marker="o",
-                    label=f"{p.label}: {plural(len(st.pairs), '(task, seed) pair')}, "
-                          f"{plural(len(st.tasks), 'task')}{suffix}")
-            for x, v in points:
+            [line] = ax.plot([x for x, _, _ in points], [v for _, v, _ in points], marker="o",
+                             label=f"{p.label}: {plural(len(st.pairs), '(task, seed) pair')}, "
+                                   f"{plural(len(st.tasks), 'task')}{suffix}")
+            _error_bars(ax, [(x, iv) for x, _, iv in points], line.get_color())
+            for x, v, _ in points:
                 ax.annotate(f"{v:.2f}", (x, v), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
         for n, note in enumerate(notes):
             ax.text(0.01, 0.02 + 0.06 * n, note, transform=ax.transAxes, fontsize=7, color="gray")

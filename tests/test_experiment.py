@@ -158,7 +158,7 @@ def test_run_killed_midway_resumes_reports_and_logs_to_wandb(server, tmp_path):
     assert f"| {WRONG_TASK} | none | 0/1 |" in md and f"| {TASKS[-1]} | none | 1/1 |" in md
     none, delta = round(100 * rates["none"]), round(100 * (1 - rates["none"]))
     pairs = f"{len(TASKS)} ({len(TASKS)} task{'s' if len(TASKS) > 1 else ''})"  # seed 0 of every task
-    assert f"| overall | none | L1+L2+L3 | {pairs} | {none}% -> 100% (+{delta} pp) | n/a |" in md
+    assert f"| overall | none | L1+L2+L3 | {pairs} | {none}% -> 100%: +{delta} pp (one seed) | n/a |" in md
     assert "Speeds not measured" in md
     assert (run_dir / "guidance_pairs.png").stat().st_size > 10_000 and (run_dir / "layer_stacking.png").exists()
 

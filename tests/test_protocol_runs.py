@@ -12,7 +12,7 @@ from conftest import call
 from d2k_env.agents import ScriptedPolicy, reference_policy
 from d2k_env.cli import main
 from d2k_env.judge import Budget, Judge
-from d2k_env.report import build_report, to_markdown
+from d2k_env.report import build_report, to_markdown, write_report
 from d2k_env.runner import RunDirectory, RunSettings, plan, run_experiment
 from d2k_env.task import load_task
 from d2k_env.trajectory import load_run
@@ -105,8 +105,8 @@ def test_a_solution_run_records_findings_and_verdicts_and_the_report_reads_them(
     assert p.judged and p.judge_errors == [{"task": TASK, "condition": "none", "seed": 0,
                                             "error": "nothing was submitted: no solution to judge"}]
     md = to_markdown(build_report(tmp_path))
-    assert "| L1 | 1 | 100% (1/1; 1 unchecked) | 100% (1/1) | n/a (0/0) |" in md
-    assert "| L1 | 1 | 50% (1/2; 1 partly) | 0% (0/1) | 100% (1/1) |" in md
+    assert "| L1 | 1 | 100% (1/1; 1 unchecked; one seed) | 100% (1/1; one seed) | n/a (0/0) |" in md
+    assert "| L1 | 1 | 50% (1/2; 1 partly; one seed) | 0% (0/1; one seed) | 100% (1/1; one seed) |" in md
     assert "| none | 1 | n/a (0/0; 3 unjudged) | n/a (0/0; 2 unjudged) | n/a (0/0; 1 unjudged) |" in md
     assert "The judge gave no verdict on 1 episode" in md
 
@@ -131,11 +131,11 @@ def test_a_design_run_is_judged_and_reported_apart_with_its_uplift(tmp_path):
     assert (cells[("L1+L2+L3", "L1")].judged_realised, cells[("L1+L2+L3", "L1")].episodes) == (6, 2)  # 3 x 2 seeds
     md = to_markdown(report)
     assert "## Policy `m`, design-only episodes" in md and "### Per task and condition" not in md
-    assert "| L1+L2+L3 | 2 (1 task) | +100 pp | +100 pp | +100 pp |" in md
+    assert "| L1+L2+L3 | 2 (1 task) |" + " +100 pp [+100 to +100 pp] |" * 3 in md  # the same on either seed
     assert [(u.condition, u.pairs) for u in p.layer_uplift] == [("L1+L2+L3", [(TASK, 0), (TASK, 1)])]
 
 
-def test_the_uplift_over_none_is_paired(tmp_path):
+def test_the_uplift_over_none_is_paired(tmp_path, monkeypatch):
     """L1 ran seeds 0 and 1, none seed 0 alone: the uplift compares seed 0 with seed 0 (+100 pp), while
     L1's own row averages both seeds (its seed-1 design is judged not realised)."""
     def judge_script(body):
@@ -155,9 +155,22 @@ def test_the_uplift_over_none_is_paired(tmp_path):
     [p] = build_report(tmp_path).policies
     cells = {(c.condition, c.layer): c for c in p.layers}
     assert cells[("L1", "L1")].judged_share == 0.5 and cells[("L1", "L1")].episodes == 2
+    # Over seeds: resampling seed 0 twice gives 100%, seed 1 twice 0%; none ran one seed: no interval.
+    assert cells[("L1", "L1")].judged_interval == (0.0, 1.0) and cells[("L1", "L1")].auto_interval is None
+    assert cells[("none", "L1")].judged_interval is None and cells[("none", "L1")].seeds == 1
+    assert "| L1 | 2 | 50% [0-100%] (3/6) | 50% [0-100%] (2/4) | 50% [0-100%] (1/2) |" in to_markdown(
+        build_report(tmp_path))
+    from matplotlib.figure import Figure
+
+    saved = {}
+    monkeypatch.setattr(Figure, "savefig", lambda fig, fname, *a, **k: saved.setdefault(fname.name, fig))
+    write_report(tmp_path)
+    judged = saved["property_layers.png"].axes[1]  # automatic checks, then the judge
+    segments = [segment.tolist() for c in judged.collections for segment in c.get_segments()]
+    assert len(segments) == 3 and {(lo, hi) for [[_, lo], [_, hi]] in segments} == {(0.0, 1.0)}  # L1's, per layer
     [u] = p.layer_uplift
     assert u.pairs == [(TASK, 0)] and u.delta("L1", "judged_share") == 1.0 and u.delta("L1", "auto_share") is None
-    assert "| L1 | 1 (1 task) | +100 pp | +100 pp | +100 pp |" in to_markdown(build_report(tmp_path))
+    assert "| L1 | 1 (1 task) |" + " +100 pp (one seed) |" * 3 in to_markdown(build_report(tmp_path))
 
 
 def test_a_judge_that_fails_is_recorded_and_the_episode_still_finishes(tmp_path):
@@ -205,7 +218,8 @@ def test_cli_runs_designs_with_a_judge_and_reports_them(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 0
     md = (tmp_path / "report.md").read_text()
     assert "## Policy `reference-design`, design-only episodes" in md
-    assert "| L1 | 1 | 100% (3/3) | 100% (2/2) | 100% (1/1) |" in md  # "design under none" is in neither design
+    # "design under none" is in neither design
+    assert "| L1 | 1 | 100% (3/3; one seed) | 100% (2/2; one seed) | 100% (1/1; one seed) |" in md
     assert (tmp_path / "property_layers.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from d2k_env.cli import main
-from d2k_env.report import build_report
+from d2k_env.report import build_report, to_markdown
 from d2k_env.runner import submission_metrics
 from d2k_env.task import project_root
 from d2k_env.trajectory import FORMAT_VERSION, EpisodeKey, TrajectoryWriter, episodes_dir
@@ -125,7 +125,8 @@ def test_report_files_tables_and_plots(timed_run, capsys):
     assert f"| fused_add_rmsnorm | L1+L2+L3 | 2/2 | {speedup:.2f}x |" in md
     assert "| merge_attn_states | L1+L2+L3 | 2/2 (1 failed) |" in md
     assert "nan" not in md.lower()
-    assert "| overall | none | L1+L2+L3 | 4 (2 tasks) | 25% -> 100% (+75 pp) |" in md  # 2 tasks x seeds 0, 1
+    # 2 tasks x seeds 0, 1; the interval over resampled seeds: seed 0 alone +100 pp, seed 1 alone +50 pp
+    assert "| overall | none | L1+L2+L3 | 4 (2 tasks) | 25% -> 100%: +75 pp [+50 to +100 pp] |" in md
     assert "RateLimitError: gave up" in md and "1.0 when incorrect" in md
     data = json.loads((timed_run / "report.json").read_text())
     assert data["policies"][0]["conditions"][0]["condition"] == "none"
@@ -247,8 +248,8 @@ def test_uplift_tables_pair_tasks_and_seeds_and_say_how_many_pairs(uneven_run):
     assert [(u.source, u.target, u.pairs) for u in p.per_layer] == [
         ("none", "L1", [(A, 0)]), ("L1", "L1+L2", [(A, 0)]), ("L1+L2", "L1+L2+L3", [(A, 0)])]
     md = to_markdown(report)
-    assert "| overall | none | L1+L2+L3 | 2 (2 tasks) | 50% -> 50% (+0 pp) |" in md
-    assert "| per layer | none | L1 | 1 (1 task) | 0% -> 0% (+0 pp) |" in md
+    assert "| overall | none | L1+L2+L3 | 2 (2 tasks) | 50% -> 50%: +0 pp (one seed) |" in md
+    assert "| per layer | none | L1 | 1 (1 task) | 0% -> 0%: +0 pp (one seed) |" in md
     for cond in ("L1", "L1+L2"):  # missing cells are rows that say so, never zeros
         assert re.search(rf"\| {B} \| {re.escape(cond)} \| not run \|( - \|)+$", md, re.M), md
     assert "different tasks or seeds" in md  # the unpaired summary warns against comparing its rows
@@ -287,3 +288,108 @@ def test_one_reward_version_is_stated_without_a_warning(timed_run):
 
     md = to_markdown(report)
     assert "WARNING" not in md and "(reward version 1)" in md
+
+
+# -- intervals over seeds --------------------------------------------------------------------------
+
+def exact_interval(values):
+    """The 2.5th and 97.5th percentiles (inverse empirical distribution) of equally likely ``values``."""
+    values, n = sorted(values), len(values)
+    return values[math.ceil(0.025 * n) - 1], values[math.ceil(0.975 * n) - 1]
+
+
+def resampled_condition(cond, draw, tasks=("fused_add_rmsnorm", "merge_attn_states")):
+    """Correctness rate and Performance Score of ``cond`` over the seeds ``draw`` (repeats count twice),
+    straight from OUTCOMES and the definitions."""
+    rates, speedups = [], []
+    for task in tasks:
+        outcomes = [OUTCOMES[(task, cond, s)] for s in draw]
+        rates.append(sum(o is not None for o in outcomes) / len(outcomes))
+        speedups.append(geo([geo(o) if o else 1.0 for o in outcomes]))
+    return sum(rates) / len(rates), geo(speedups)
+
+
+def test_intervals_over_two_seeds_are_the_percentiles_of_all_four_resamples(timed_run):
+    import itertools
+
+    report = build_report(timed_run)
+    [p] = report.policies
+    draws = list(itertools.product((0, 1), repeat=2))  # every resample of two seeds, each as likely
+    for s in p.conditions:
+        rates, scores = zip(*(resampled_condition(s.condition, d) for d in draws))
+        assert s.seeds == 2
+        assert s.correctness_interval == pytest.approx(exact_interval(rates)), s.condition
+        assert s.performance_interval == pytest.approx(exact_interval(scores)), s.condition
+    deltas, ratios = [], []
+    for d in draws:
+        (r0, p0), (r1, p1) = resampled_condition("none", d), resampled_condition("L1+L2+L3", d)
+        deltas.append(r1 - r0)
+        ratios.append(p1 / p0)
+    assert p.overall.correctness_delta_interval == pytest.approx(exact_interval(deltas)) == (0.5, 1.0)
+    assert p.overall.performance_ratio_interval == pytest.approx(exact_interval(ratios))
+    md = to_markdown(report)
+    lo, hi = exact_interval([resampled_condition("L1+L2+L3", d)[1] for d in draws])
+    assert f"| L1+L2+L3 | 2 | 4 | 100% [100-100%] | {geo([geo([16, 8]), 3]):.2f}x [{lo:.2f}-{hi:.2f}x] |" in md
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["intervals"] == {"resampled": "seeds", "level": 0.95, "resamples": 2000}
+    assert data["policies"][0]["uplift"]["overall"]["correctness_delta_interval"] == [0.5, 1.0]
+    assert data["policies"][0]["conditions"][0]["correctness_interval"] == [0.0, 0.5]
+
+
+def test_a_value_on_one_seed_has_no_interval_and_says_so(uneven_run):
+    report = build_report(uneven_run)
+    [p] = report.policies
+    by = {s.condition: s for s in p.conditions}
+    assert by["none"].seeds == 2 and by["none"].correctness_interval is not None  # (A, 1) ran without guidance
+    assert (by["L1"].seeds, by["L1"].correctness_interval, by["L1"].performance_interval) == (1, None, None)
+    assert p.overall.correctness_delta_interval is None and p.overall.performance_ratio_interval is None
+    md = to_markdown(report)
+    assert "| L1 | 1 | 1 | 0% (one seed) | 1.00x (one seed) | n/a |" in md
+    assert "[0-0%]" not in md and "[+0 to +0 pp]" not in md  # never a made-up zero-width interval
+
+
+def test_the_report_and_its_intervals_are_reproducible(timed_run):
+    from d2k_env.trajectory import json_safe
+
+    first, second = (json_safe(build_report(timed_run).to_dict()) for _ in range(2))  # NaN != NaN: compare as JSON
+    assert first == second and first["policies"][0]["conditions"][0]["correctness_interval"] == [0.0, 0.5]
+
+
+def test_the_stacking_plot_draws_each_seed_interval(timed_run, figures):
+    from d2k_env.report import write_report
+
+    report, _ = write_report(timed_run)
+    [p] = report.policies
+    for ax, attr in zip(figures["layer_stacking.png"].axes, ("correctness_interval", "performance_interval")):
+        drawn = sorted(tuple(map(tuple, segment)) for c in ax.collections for segment in c.get_segments())
+        assert drawn == pytest.approx(sorted(((x, getattr(s, attr)[0]), (x, getattr(s, attr)[1]))
+                                             for x, s in enumerate(p.stacking.summaries)))
+
+
+def test_seed_interval_resamples_whole_seeds_and_skips_undefined_resamples():
+    import itertools
+
+    from d2k_env.bootstrap import seed_interval
+
+    # Five seeds of two tasks; a seed's value is the same on both, so a seed drawn brings two equal pairs.
+    value = {0: 0.0, 1: 0.0, 2: 0.0, 3: 0.0, 4: 1.0}
+    pairs = [(task, seed) for seed in value for task in ("a", "b")]
+
+    def mean(rs):
+        assert len(rs) == len(pairs) and {sum(s == seed for _, s in rs) % 2 for seed in value} == {0}  # whole seeds
+        return sum(value[s] for _, s in rs) / len(rs)
+
+    def mean_unless_one_seed(rs):  # undefined on the 5 resamples that draw one seed five times
+        return None if len({s for _, s in rs}) == 1 else mean(rs)
+
+    draws = list(itertools.product(value, repeat=5))  # all 3125 resamples, each as likely
+    assert seed_interval(pairs, mean, resamples=len(draws)) == exact_interval(
+        [sum(value[s] for s in d) / 5 for d in draws]) == (0.0, 0.6)
+    assert seed_interval(pairs, mean_unless_one_seed, resamples=len(draws)) == exact_interval(
+        [sum(value[s] for s in d) / 5 for d in draws if len(set(d)) > 1])
+    sampled = seed_interval(pairs, mean)  # 2000 < 3125: drawn from a fixed generator
+    assert sampled == seed_interval(pairs, mean) and 0.0 <= sampled[0] <= sampled[1] <= 1.0
+    assert seed_interval([("a", 3), ("b", 3)], mean_unless_one_seed) is None  # one seed: no interval
+    assert seed_interval(pairs, lambda rs: None if ("a", 4) not in rs else 1.0) is None  # mostly undefined
+    with pytest.raises(ValueError, match="level must lie strictly between 0 and 1"):
+        seed_interval(pairs, mean, level=95)
