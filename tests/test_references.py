@@ -6,7 +6,9 @@ import textwrap
 
 from d2k_env.task import project_root
 
-SCRIPT = textwrap.dedent("""
+# Each script runs in a fresh interpreter process with Triton's interpreter patched as the evaluator's is,
+# and loads a task's reference and baseline as plain modules.
+PRELUDE = textwrap.dedent("""
     import importlib.util, sys, torch
     from d2k_env.evaluator import interpreter_patch
     interpreter_patch.apply()
@@ -18,6 +20,16 @@ SCRIPT = textwrap.dedent("""
         spec.loader.exec_module(module)
         return module
 
+""")
+
+
+def run_script(script: str) -> None:
+    env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(project_root()), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr
+
+
+SCRIPT = PRELUDE + textwrap.dedent("""
     task = load_task("fused_add_rmsnorm")
     ref = load(task.reference_path, "ref")
     base = load(task.baseline_path, "base")
@@ -32,24 +44,11 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_rmsnorm_rows_of_several_chunks_match_the_baseline():
-    env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(project_root()), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr
+    run_script(SCRIPT)
 
 
-AWQ_SCRIPT = textwrap.dedent("""
-    import importlib.util, sys, torch
-    from d2k_env.evaluator import interpreter_patch
-    interpreter_patch.apply()
-    from d2k_env.task import load_task
+AWQ_SCRIPT = PRELUDE + textwrap.dedent("""
     from d2k_env.tasks import Workload
-
-    def load(path, name):
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
     task = load_task("awq_w4a16_gemm")
     ref = load(task.reference_path, "ref")
     base = load(task.baseline_path, "base")
@@ -83,6 +82,4 @@ AWQ_SCRIPT = textwrap.dedent("""
 
 
 def test_awq_large_batches_dequantise_once_and_match_the_baseline():
-    env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(project_root()), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-c", AWQ_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr
+    run_script(AWQ_SCRIPT)
