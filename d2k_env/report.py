@@ -368,7 +368,6 @@ def _property_layers(trajectories: list[Trajectory]):
     each condition over ``none``, the judge's summed agreement with the checks, whether any episode
     was judged, and the episodes the judge gave no verdict on with its reason. Episodes written
     before findings were recorded (no ``properties`` in their summary) count nowhere."""
-    cells: dict[tuple[str, str], LayerCell] = {}
     recorded: dict[str, dict[Pair, EpisodeCounts]] = defaultdict(dict)  # condition -> episodes with records
     agreement, judged, errors = {"checked": 0, "agree": 0}, False, []
     for t in trajectories:
@@ -383,10 +382,8 @@ def _property_layers(trajectories: list[Trajectory]):
             judged = True
             for k in agreement:
                 agreement[k] += (verdict.get("agreement") or {}).get(k, 0)
-        _count_properties(cells, t)
-    for condition, episodes in recorded.items():
-        _layer_intervals(condition, episodes, cells)
-    ordered = sorted(cells.values(), key=lambda c: (_condition_order(c.condition), c.layer))
+    cells = [cell for condition, episodes in recorded.items() for cell in _condition_layers(condition, episodes)]
+    ordered = sorted(cells, key=lambda c: (_condition_order(c.condition), c.layer))
     uplift = []
     for condition in sorted(set(recorded) - {"none"}, key=_condition_order):
         pairs = sorted(set(recorded[condition]) & set(recorded.get("none", {})))
@@ -422,20 +419,21 @@ def _layer_cells(condition: str, episodes: dict[Pair, EpisodeCounts], pairs: lis
             for layer in LAYERS}
 
 
-def _layer_intervals(condition: str, episodes: dict[Pair, EpisodeCounts],
-                     cells: dict[tuple[str, str], LayerCell]) -> None:
-    """Sets the seed intervals of ``condition``'s shares in ``cells``, from its recorded ``episodes``."""
+def _condition_layers(condition: str, episodes: dict[Pair, EpisodeCounts]) -> list[LayerCell]:
+    """``condition``'s per-layer cells, counted over its recorded ``episodes``, with the seed intervals
+    of their shares."""
     pairs = sorted(episodes)
+    cells = _layer_cells(condition, episodes, pairs)
 
     def shares(rs: list[Pair]) -> list[float | None]:
         counted = _layer_cells(condition, episodes, rs)
         return [getattr(counted[layer], share) for layer in LAYERS for share in SHARES]
 
     found = iter(seed_intervals(pairs, shares))
-    for layer in LAYERS:
-        cell = cells[(condition, layer)]
+    for cell in cells.values():
         cell.seeds = seed_count(pairs)
         cell.auto_interval, cell.judged_interval = next(found), next(found)
+    return list(cells.values())
 
 
 def _layer_uplift(none: dict[Pair, EpisodeCounts], episodes: dict[Pair, EpisodeCounts], condition: str,
@@ -838,8 +836,8 @@ def write_plots(report: Report, out_dir: Path) -> list[Path]:
 
 def _property_plot(plt, policies: list[PolicyReport], out_dir: Path) -> Path:
     """Per section, the realised share per property layer, a bar per guidance condition: automatic
-    (solution episodes) and judged side by side, with the seed interval as an error bar where there
-    is one. A share with nothing settled or scored gets an ``n/a`` mark, not a bar."""
+    (solution episodes) and judged side by side, with the seed interval as a vertical line where
+    there is one. A share with nothing settled or scored gets an ``n/a`` mark, not a bar."""
     kinds = [("auto_share", "automatic checks"), ("judged_share", "judge")]
     intervals = {"auto_share": "auto_interval", "judged_share": "judged_interval"}
     fig, axes = plt.subplots(len(policies), len(kinds), squeeze=False, figsize=(13, 3.8 * len(policies)))
