@@ -57,26 +57,22 @@ def build_prompt(task: Task, solution: str, asked: list[DesignProperty],
     """The judge's request for ``asked``, with ``facts`` (settled findings) stated as true.
     ``kind="design"``: ``solution`` is a design written before any code (there are no facts), read
     under :data:`DESIGN_RUBRIC`."""
-    if kind == "design":
-        fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", solution)), default=0))
-        wanted = "\n".join(f"- {p.id} [{p.layer}]: {p.text}" for p in asked)
-        guidance = "\n\n".join(f"## {layer}\n{task.guidance(layer)}" for layer in sorted({p.layer for p in asked}))
-        return (f"# Task: {task.id}\n{task.description}\n\n# Design guidance\n{guidance}\n\n"
-                f"# The design (written before any code; nothing was run)\n"
-                f"{fence}text\n{solution.rstrip()}\n{fence}\n\n"
-                f"# Properties to judge\n{wanted}\n\n# Answer\n{DESIGN_RUBRIC}\n"
-                'Reply with one JSON object and nothing else: {"properties": [{"id": "<property id>", '
-                '"score": "realised" | "partly" | "not", "reason": "<one line>"}]}, one entry per property to judge.')
     layers = sorted({p.layer for p in asked})
     guidance = "\n\n".join(f"## {layer}\n{task.guidance(layer)}" for layer in layers)
-    known = "\n".join(f"- {p.id} ({p.layer}, {p.text}): {f.status}; {f.detail}" for p, f in facts) or "(none)"
     wanted = "\n".join(f"- {p.id} [{p.layer}]: {p.text}" for p in asked)
     # A fence longer than any run of backticks in the solution: its text cannot close the block early.
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", solution)), default=0))
-    return (f"# Task: {task.id}\n{task.description}\n\n# Design guidance\n{guidance}\n\n"
-            f"# The solution (solution.py)\n{fence}python\n{solution.rstrip()}\n{fence}\n\n"
-            f"# Automatic findings (measured by the evaluator: take them as true)\n{known}\n\n"
-            f"# Properties to judge\n{wanted}\n\n# Answer\n{RUBRIC}\n"
+    if kind == "design":
+        judged = (f"# The design (written before any code; nothing was run)\n"
+                  f"{fence}text\n{solution.rstrip()}\n{fence}\n\n")
+        rubric = DESIGN_RUBRIC
+    else:
+        known = "\n".join(f"- {p.id} ({p.layer}, {p.text}): {f.status}; {f.detail}" for p, f in facts) or "(none)"
+        judged = (f"# The solution (solution.py)\n{fence}python\n{solution.rstrip()}\n{fence}\n\n"
+                  f"# Automatic findings (measured by the evaluator: take them as true)\n{known}\n\n")
+        rubric = RUBRIC
+    return (f"# Task: {task.id}\n{task.description}\n\n# Design guidance\n{guidance}\n\n{judged}"
+            f"# Properties to judge\n{wanted}\n\n# Answer\n{rubric}\n"
             'Reply with one JSON object and nothing else: {"properties": [{"id": "<property id>", '
             '"score": "realised" | "partly" | "not", "reason": "<one line>"}]}, one entry per property to judge.')
 
