@@ -316,7 +316,8 @@ def run_experiment(run_dir: str | Path, keys: Sequence[EpisodeKey], make_policy:
         else:
             pool.shutdown(wait=True)
         if judge is not None and not stop.is_set():
-            skipped = [k for k in keys if k not in set(todo)]
+            new = set(todo)
+            skipped = [k for k in keys if k not in new]
             result.judged = judge_earlier(directory, skipped, settings.mode, judge, stop)
         result.interrupted = stop.is_set()
     return result
