@@ -536,13 +536,14 @@ def cmd_judge(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from d2k_env.report import mixed_versions_warning, to_markdown, write_report
+    from d2k_env.report import mixed_versions_warning, to_markdown, write_plots, write_report
 
     skipped = None
+    out = Path(args.out or args.run_dir)
+    report, paths = write_report(args.run_dir, out, plots=False)  # the tables need no matplotlib
     try:
-        report, paths = write_report(args.run_dir, args.out)
-    except ImportError as exc:  # matplotlib: the tables need none of it
-        report, paths = write_report(args.run_dir, args.out, plots=False)
+        paths += write_plots(report, out)
+    except ImportError as exc:
         skipped = f'plots not drawn ({exc}): install the agents extra, pip install "d2k-env[agents]"'
     print(to_markdown(report))
     console.print("wrote " + ", ".join(escape(str(p)) for p in paths))
