@@ -107,12 +107,12 @@ def portable(outputs: tuple) -> list[torch.Tensor]:
     return [moved(o, "cpu") for o in outputs]
 
 
-def save_for_checker(outputs: list[torch.Tensor], path: Path) -> None:
-    """Write ``outputs`` where the check process reads them. The file passes between two trusted
-    processes of one evaluation, so torch.save's CRC32 of every record (a third of the time a
-    256 MB output takes to write) is skipped."""
+def save_for_checker(outputs: tuple, path: Path) -> None:
+    """Write host copies of ``outputs`` (:func:`portable`) where the check process reads them. The
+    file passes between two trusted processes of one evaluation, so torch.save's CRC32 of every
+    record (a third of the time a 256 MB output takes to write) is skipped."""
     with serialization_config.patch({"save.compute_crc32": False}):
-        torch.save(outputs, path)
+        torch.save(portable(outputs), path)
 
 
 class Channel:
@@ -346,7 +346,7 @@ class ReplayRun(Run):
         if problem := output_problems(outputs, inputs, pristine, self.task.in_place_inputs, self.task.outputs):
             return WorkloadResult(w.name, False, problem)
         peak = torch.cuda.max_memory_allocated(self.device) - held if self.device.type == "cuda" else None
-        save_for_checker(portable(self.task.checked_values(outputs, inputs)), outputs_file(self.req, w.name, "check"))
+        save_for_checker(self.task.checked_values(outputs, inputs), outputs_file(self.req, w.name, "check"))
         return WorkloadResult(w.name, True, "replayed; outputs saved for the checker", allocated_bytes=allocated,
                               peak_bytes=peak, properties=self.properties(replay, w, inputs, peak))
 
@@ -407,7 +407,7 @@ class ReplayRun(Run):
         if problem := band_problem(bands):
             wr.correct, wr.message = False, f"{problem}, while being timed"
             return
-        save_for_checker(portable(self.task.checked_values(late, late_inputs)), outputs_file(self.req, w.name, "timed"))
+        save_for_checker(self.task.checked_values(late, late_inputs), outputs_file(self.req, w.name, "timed"))
         wr.baseline_ms, wr.solution_ms = pair.baseline.median_ms, pair.candidate.median_ms
         wr.baseline_spread, wr.solution_spread = pair.baseline.spread, pair.candidate.spread
         wr.speedup, wr.speedup_ci, wr.repetitions = pair.speedup, pair.speedup_ci, pair.repetitions
