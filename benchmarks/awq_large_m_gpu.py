@@ -2,15 +2,18 @@
 
     python3 benchmarks/awq_large_m_gpu.py [--rep-ms 50] [--json FILE]
 
-Made to fit one device call of under 90 s on an H100 or H200 (about 10 Triton compiles and 24 timings).
+Made to fit one device call of under two minutes on an H100 or H200 (about 16 Triton compiles and 41 timings).
 It prints three tables:
 1. The three GPU workloads: eager baseline, the fused kernel (fused_forward, weights dequantised in
    registers) and the dequantise-once path (dequantised_forward), each whatever config the reference
-   picks from the shapes, and which of the two the reference's forward takes there (DEQUANT_ROWS).
-2. Tile configs of the dense GEMM on the large workload 2048x4096x14336 (the dequantisation pass included
-   in each time, as forward runs it), and the dequantisation pass alone.
-3. A sweep of M at the large workload's K=4096, N=14336 across the switch: where the dequantise-once
-   path starts to win says where DEQUANT_ROWS belongs on this GPU.
+   picks from the shapes, and which of the two the reference's forward takes there (DEQUANT_FROM_ROWS).
+2. Tile configs of the dense GEMM on the large workload 2048x4096x14336 and on the two workloads under
+   128 rows, which forward now also runs on the dense GEMM (the dequantisation pass included in each time,
+   as forward runs it), and the dequantisation pass alone.
+3. A sweep of M at the large workload's K=4096, N=14336 across the switch, from one row (decode) up: where
+   the dequantise-once path starts to win says where DEQUANT_FROM_ROWS belongs on this GPU (the reference
+   puts it at 16 rows, inferred from a 128-row timing and the dense GEMM's 128-row tile: 1, 16 and 32 rows
+   measure it).
 Every timed path's output is first checked against the baseline with the task's own check (a wrong
 config is reported, never timed). Times are triton.testing.do_bench's (its own L2 flush before every
 call, so cold-cache; CUDA events): the median and the 25th-75th percentiles of its samples, in ms.
@@ -36,15 +39,27 @@ from d2k_env.tasks import Workload
 TASK_ID = "awq_w4a16_gemm"
 DEVICE = "cuda"
 LARGE = "2048x4096x14336"
-SWEEP_M = (128, 256, 512)  # rows of the sweep, at the large workload's K and N
-# Candidate tiles of the dense GEMM for the large workload (each one compiled for sm_90 with
-# benchmarks/compile_sm90.py before it was listed here: all fit the 232,448 B of shared memory).
-GEMM_CANDIDATES = (
-    {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
-    {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4},
-    {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
-    {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4},
+SWEEP_M = (1, 16, 32, 128, 256, 512)  # rows of the sweep, at the large workload's K and N
+# Candidate tiles of the dense GEMM, by workload (each one compiled for sm_90 with benchmarks/compile_sm90.py
+# before it was listed here: all fit the 232,448 B of shared memory). Under 128 rows the reference's tile
+# is the square one, whose rows are mostly padding; 64-row tiles do half the MMA work, and 64x64 ones
+# give 64x28672x8192 128 programs instead of 64.
+SQUARE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4}
+SMALL_M_CANDIDATES = (
+    SQUARE,
+    {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4},
+    {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4},
 )
+GEMM_CANDIDATES = {
+    LARGE: (
+        {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
+        {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4},
+        {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3},
+        SQUARE,
+    ),
+    "16x4096x14336": SMALL_M_CANDIDATES,
+    "64x28672x8192": SMALL_M_CANDIDATES,
+}
 
 
 def bench(fn, rep_ms: float) -> dict:
@@ -119,29 +134,31 @@ def main() -> int:
     b = Bench(args.rep_ms)
     ref = b.ref
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {__import__('triton').__version__}; "
-          f"DEQUANT_ROWS = {ref.DEQUANT_ROWS}; times: do_bench median [p25-p75], cold L2\n"
+          f"DEQUANT_FROM_ROWS = {ref.DEQUANT_FROM_ROWS}; times: do_bench median [p25-p75], cold L2\n"
           f"reference: {b.task.reference_path}")
 
     print("\n1. GPU workloads (speedup over eager)")
     for w in b.task.workloads:
         M, K, N = w.params["M"], w.params["K"], w.params["N"]
-        taken = "dequantised" if M > ref.DEQUANT_ROWS else "fused"
+        taken = "dequantised" if M >= ref.DEQUANT_FROM_ROWS else "fused"
         res = b.shape("workloads", M, K, N, {"eager": b.base.forward, "fused": ref.fused_forward,
                                               "dequantised": ref.dequantised_forward})
         for what, row in res.items():
             row["forward_takes"] = what == taken
             print(fmt(row, res["eager"]) + ("   <- forward" if what == taken else ""))
 
-    print(f"\n2. Dense GEMM tiles on {LARGE} (each time includes the dequantisation pass)")
+    print("\n2. Dense GEMM tiles (each time includes the dequantisation pass)")
+    for shape, candidates in GEMM_CANDIDATES.items():
+        M, K, N = (int(v) for v in shape.split("x"))
+        default = tile_name(ref.gemm_config(M, N))
+        paths = {"eager": b.base.forward}
+        for cfg in candidates:
+            label = tile_name(cfg) + (" (default)" if tile_name(cfg) == default else "")
+            paths[label] = lambda *a, cfg=cfg: ref.dequantised_forward(*a, cfg=dict(cfg))
+        res = b.shape("tiles", M, K, N, paths)
+        for row in res.values():
+            print(fmt(row, res["eager"]))
     M, K, N = (int(v) for v in LARGE.split("x"))
-    default = tile_name(ref.gemm_config(M, N))
-    paths = {"eager": b.base.forward}
-    for cfg in GEMM_CANDIDATES:
-        label = tile_name(cfg) + (" (default)" if tile_name(cfg) == default else "")
-        paths[label] = lambda *a, cfg=cfg: ref.dequantised_forward(*a, cfg=dict(cfg))
-    res = b.shape("tiles", M, K, N, paths)
-    for row in res.values():
-        print(fmt(row, res["eager"]))
     # The pass alone writes W, not y: it is timed without the check (table 1 checked the path it is part of).
     inputs = b.inputs(M, K, N)
     dq = bench(lambda: ref.dequantise(*inputs[1:]), args.rep_ms)
@@ -152,8 +169,8 @@ def main() -> int:
           f"  {dq['gb_per_s']:7.0f} GB/s (packed weights, zeros, scales read; fp16 matrix written)")
     del inputs
 
-    print(f"\n3. M across the switch at K={K}, N={N} (fused vs dequantised; forward switches above "
-          f"{ref.DEQUANT_ROWS})")
+    print(f"\n3. M across the switch at K={K}, N={N} (fused vs dequantised; forward takes the "
+          f"dequantised path from {ref.DEQUANT_FROM_ROWS} rows)")
     for m in SWEEP_M:
         res = b.shape("sweep", m, K, N, {"eager": b.base.forward, "fused": ref.fused_forward,
                                                 "dequantised": ref.dequantised_forward})
@@ -168,7 +185,7 @@ def main() -> int:
     if args.json:
         meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                 "triton": __import__("triton").__version__, "date": time.strftime("%Y-%m-%d"),
-                "dequant_rows": ref.DEQUANT_ROWS}
+                "dequant_from_rows": ref.DEQUANT_FROM_ROWS}
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "rows": b.rows}, f, indent=1)
     return 0 if all(r.get("correct") for r in b.rows) else 1

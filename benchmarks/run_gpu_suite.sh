@@ -46,7 +46,7 @@ if [[ $parts == *" families "* ]]; then
   done
 fi
 if [[ $parts == *" awq "* ]]; then
-  PYTHONPATH=. timeout "${AWQ_S:-100}" python3 benchmarks/awq_large_m_gpu.py --json "$out/awq_large_m.json" > "$out/awq_large_m.log" 2>&1
+  PYTHONPATH=. timeout "${AWQ_S:-180}" python3 benchmarks/awq_large_m_gpu.py --json "$out/awq_large_m.json" > "$out/awq_large_m.log" 2>&1
   echo "awq_large_m_gpu: exit $?"; tail -30 "$out/awq_large_m.log"
 fi
 if [[ $parts == *" phases "* ]]; then

@@ -2,37 +2,54 @@
 
 Two designs, chosen on the host from M (no autotuning: the launches depend on the shapes alone).
 
-Decode batches (M <= DEQUANT_ROWS) are bound by reading the weights, so the weights are dequantised in
-registers inside the K loop and never written anywhere: each K step loads a tile of packed int32 words
-(half a byte per weight of HBM traffic), expands each word into its eight columns by a per-column shift
-(the column's AWQ nibble) and mask, subtracts the group's zero points, multiplies by the group's scales,
-rounds to fp16 exactly as the dequantised weight is defined, and feeds the fp16 tile to the tensor cores
-with an fp32 accumulator. Its row tile is as small as the MMA allows; N alone gives too few column tiles
-to cover the SMs (14336 / 128 = 112 on a 132-SM GPU), so K is split into ranges of whole groups, each
-program writing an fp32 partial of its range to a workspace that a second kernel sums in a fixed order
-and rounds to fp16 (deterministic, no atomics).
+Decode batches of fewer than DEQUANT_FROM_ROWS rows dequantise the weights in registers inside the K loop
+and never write them anywhere: each K step loads a tile of packed int32 words (half a byte per weight of
+HBM traffic), expands each word into its eight columns by a per-column shift (the column's AWQ nibble) and
+mask, subtracts the group's zero points, multiplies by the group's scales, rounds to fp16 exactly as the
+dequantised weight is defined, and feeds the fp16 tile to the tensor cores with an fp32 accumulator. Its
+row tile is as small as the MMA allows; N alone gives too few column tiles to cover the SMs (14336 / 128 =
+112 on a 132-SM GPU), so K is split into ranges of whole groups, each program writing an fp32 partial of
+its range to a workspace that a second kernel sums in a fixed order and rounds to fp16 (deterministic, no
+atomics).
 
-Large batches (M > DEQUANT_ROWS) are compute-bound, and there the fused kernel's per-tile expansion on
-the CUDA cores starves the tensor cores: at 2048x4096x14336 it ran at 25 TFLOP/s on an H100 (9.66 ms,
-0.16x eager; 2026-12-07). So the weights are dequantised once, by an elementwise kernel, into an fp16
-[K, N] matrix (the same rounding: (q - z) in integers, times the scale in fp32, one rounding to fp16),
-and a dense fp16 GEMM (tl.dot, fp32 accumulator, Hopper-sized tiles, grouped program order) multiplies.
+From DEQUANT_FROM_ROWS rows on, the weights are dequantised once, by an elementwise kernel, into an fp16
+[K, N] matrix (the same rounding: (q - z) in integers, times the scale in fp32, one rounding to fp16), and
+a dense fp16 GEMM (tl.dot, fp32 accumulator, Hopper-sized tiles, grouped program order) multiplies.
 
-The floor for 2048x4096x14336 on an H100 (~990 TFLOP/s dense fp16, ~3.35 TB/s HBM):
-- FLOPs: 2 * 2048 * 14336 * 4096 = 240.5 GFLOP -> 243 us. The one-pass bytes (x 16.8 MB, packed weights
-  29.4 MB, zeros and scales 1.1 MB, y 58.7 MB: 106 MB) take 32 us, so the task is compute-bound: 243 us.
-- The two-pass design adds the dequantisation pass: it reads the 30.5 MB of packed weights, zeros and
-  scales and writes the 117.4 MB fp16 matrix (148 MB: 44 us), which nothing overlaps with the GEMM.
-  The GEMM then reads that matrix instead of the packed words (193 MB in all: 58 us), still under its
-  243 us of MMA. Floor of the design: 44 + 243 = 287 us, 18% above the one-pass floor; the dequantised
-  matrix is 2x the output (NoLargeIntermediate holds). At a dense GEMM's realistic 600-700 TFLOP/s the
-  estimate is 0.39-0.45 ms, about 4x the eager baseline (1.56 ms), whose own matmul is the same GEMM.
-- Against the fused kernel's own floor the two passes lose below many hundreds of rows: at M = 256 the
-  fused floor is 30 us (compute; its bytes take 12 us) and the two-pass floor 82 us (the 44 us pass, then
-  a GEMM bound by reading the fp16 matrix, 127 MB: 38 us). But the fused kernel is far from its floor once
-  it is compute-bound (25 TFLOP/s measured at M = 2048), so the switch belongs where the measured times
-  cross. DEQUANT_ROWS is vLLM's switch point for its AWQ Triton path until the M sweep of
-  benchmarks/awq_large_m_gpu.py places it on an H100.
+Where the switch sits was measured, not derived: benchmarks/awq_large_m_gpu.py on an H100 80GB HBM3
+(torch 2.11.0+cu130, triton 3.6.0, 2026-12-07), do_bench medians, cold L2:
+    M x K x N          eager      fused     dequantised
+    64x28672x8192      4.780 ms   2.471 ms  0.411 ms
+    128x4096x14336     1.399 ms   0.729 ms  0.109 ms
+    256x4096x14336     1.387 ms   1.442 ms  0.129 ms
+    512x4096x14336         -      2.788 ms  0.175 ms
+    2048x4096x14336    1.619 ms   9.903 ms  0.391 ms
+and the dequantisation pass alone 0.058 ms at 4096x14336 (2571 GB/s). At every measured M >= 64 the
+dequantised path is 6-25x faster than the fused kernel. M = 16 was not measured on that path: the fused
+kernel took 0.629 ms at 16x4096x14336 (benchmarks/gemm_gpu.py, same run), and below 128 rows the dense
+GEMM's 128-row tile makes 16 rows launch the same tiles over the same K as 128 rows do (0.109 ms), so the
+switch at 16 is inferred from that tile argument. Below 16 rows the fused kernel's own tile is already the
+MMA's smallest, so its time there should be about its 16-row time too; the fused path stays for them, as
+the decode design that writes no fp16 copy of the weights, until the sweep's 1-row line (the benchmark's
+table 3) says whether the switch should go lower.
+
+The floors on an H100 (~990 TFLOP/s dense fp16, ~3.35 TB/s HBM), and why the measured switch is so low:
+- 2048x4096x14336. FLOPs: 2 * 2048 * 14336 * 4096 = 240.5 GFLOP -> 243 us. The one-pass bytes (x 16.8 MB,
+  packed weights 29.4 MB, zeros and scales 1.1 MB, y 58.7 MB: 106 MB) take 32 us, so the task is
+  compute-bound: 243 us. The two-pass design adds the dequantisation pass: it reads the 30.5 MB of packed
+  weights, zeros and scales and writes the 117.4 MB fp16 matrix (148 MB: 44 us), which nothing overlaps
+  with the GEMM. The GEMM then reads that matrix instead of the packed words (193 MB in all: 58 us), still
+  under its 243 us of MMA. Floor of the design: 44 + 243 = 287 us, 18% above the one-pass floor; the
+  dequantised matrix is 2x the output. Measured: 0.391 ms, 73% of that floor.
+- 16x4096x14336. The fused floor is its bytes, about 31 MB (packed weights, zeros and scales; x and y are
+  under 0.6 MB): 9 us. The two-pass floor is the 44 us pass plus a GEMM bound by reading the 117.4 MB fp16
+  matrix (35 us): 79 us, and the matrix is 256x the output. By the floors the fused design wins here
+  (and up to a few hundred rows: at M = 256 its floor is 30 us against 82 us), but the fused kernel runs
+  far from its floor: 0.629 ms at 16 rows is 1.5% of it, and at 2048 rows it reached 25 TFLOP/s (the
+  per-tile expansion on the CUDA cores starves the tensor cores). The two-pass path runs near its own
+  floor (0.109 ms at 128 rows against a 79-80 us floor), so it is the faster code from 16 rows on, at the
+  price of an fp16 weight matrix in memory, as the eager baseline also writes. A fused kernel near its
+  floor would move the switch back up to hundreds of rows.
 """
 
 import torch
@@ -43,8 +60,9 @@ GROUP = 128
 PACK = 8
 GROUP_M = 8  # row tiles per band of the grouped program order
 
-DEQUANT_ROWS = 256  # above this many rows, dequantise once and run a dense GEMM
-# The fused kernel's configs: decode rows (up to SMALL_M_ROWS) and the rows between that and DEQUANT_ROWS.
+DEQUANT_FROM_ROWS = 16  # from this many rows on, forward dequantises once and runs a dense GEMM
+# The fused kernel's configs: decode rows (up to SMALL_M_ROWS) and more. forward takes the fused kernel only
+# below DEQUANT_FROM_ROWS, so LARGE_M serves fused_forward called directly (the benchmark's M sweep).
 LARGE_M = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}
 # Three stages: at four, a 16-64 row tile asks for 243-296 KB of shared memory, past the 227 KB an
 # sm_90 block may have (benchmarks/compile_sm90.py; the H100 refused it on 2026-12-07).
@@ -55,7 +73,11 @@ MIN_PROGRAMS = 264  # two per SM on an H100 / H200: split K until the grid has a
 REDUCE_BLOCK = 1024
 
 # The dense GEMM's configs: 128x256 output tiles where they still give every SM two tiles, else 128x128.
-# Both take two warpgroups and a K step of 64; shared memory per stage is 48 KB and 32 KB.
+# Both take two warpgroups and a K step of 64; shared memory per stage is 48 KB and 32 KB. The workloads
+# under 128 rows (16x4096x14336, 64x28672x8192) get the square tile: one row tile, its unused rows
+# wrapping onto valid ones. A 64-row tile would halve the MMA work of those padding rows, but there the
+# GEMM is bound by reading the fp16 matrix (16 rows: 15 us of 128-row MMA under 35 us of reading), and no
+# smaller tile was measured, so none is chosen.
 GEMM_WIDE = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}
 GEMM_SQUARE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4}
 # The dequantisation tile: a quarter of a group by 256 columns (32 words), 64 weights per thread of four warps.
@@ -200,7 +222,7 @@ def gemm_config(M, N):
 
 
 def fused_forward(x, qweight, qzeros, scales, cfg=None):
-    """y = x @ W with the weights dequantised in registers (any M; forward uses it up to DEQUANT_ROWS)."""
+    """y = x @ W with the weights dequantised in registers (any M; forward uses it below DEQUANT_FROM_ROWS)."""
     M, K = x.shape
     N = scales.shape[1]
     cfg = cfg or launch_config(M, N, K)
@@ -233,7 +255,7 @@ def dequantise(qweight, qzeros, scales):
 
 
 def dequantised_forward(x, qweight, qzeros, scales, cfg=None):
-    """y = x @ W with W dequantised once to fp16 and a dense GEMM (any M; forward uses it above DEQUANT_ROWS)."""
+    """y = x @ W with W dequantised once to fp16 and a dense GEMM (any M; forward uses it from DEQUANT_FROM_ROWS)."""
     M, K = x.shape
     N = scales.shape[1]
     cfg = cfg or gemm_config(M, N)
@@ -253,6 +275,6 @@ def forward(x, qweight, qzeros, scales):
     N = scales.shape[1]
     assert K % GROUP == 0 and N % PACK == 0, f"K={K} must be a multiple of {GROUP} and N={N} of {PACK}"
     assert x.stride(1) == 1 and qweight.stride(1) == 1 and qzeros.stride(1) == 1 and scales.stride(1) == 1
-    if M > DEQUANT_ROWS:
+    if M >= DEQUANT_FROM_ROWS:
         return dequantised_forward(x, qweight, qzeros, scales)
     return fused_forward(x, qweight, qzeros, scales)
