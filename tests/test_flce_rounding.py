@@ -7,11 +7,13 @@ that every partial sum is exact in fp32 (its make_inputs says why). Here the bas
 compared with an honest order of plain torch: 64-deep K steps added last to first, as a K-looped
 GEMM does in the other direction. Drawn as bf16 normals, the inputs of the 32x16384x1024 shape below
 round 1e-4 to 3e-4 of the logits the other way.
+The baseline's products are summed in fp32 too: cuBLAS may not reduce split-K partials in bf16.
 """
 
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from d2k_env.task import _load_module, load_task
 
@@ -59,3 +61,27 @@ def test_two_honest_orders_give_the_same_logits_and_pass(w):
     inputs = (h, weight, targets)
     verdict = TASK.checker(honest_forward(*inputs), BASELINE.forward(*inputs), inputs)
     assert verdict.ok, verdict.message
+
+
+class MatmulSettings(TorchDispatchMode):
+    """Whether cuBLAS may reduce in bf16, as each matrix product of the call sees it."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket in (torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm):
+            self.seen.append(torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction)
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_baseline_sums_its_products_in_fp32_and_restores_the_setting():
+    # torch's default lets cuBLAS add split-K partials in bf16, which the task's function does not do.
+    matmul = torch.backends.cuda.matmul
+    assert matmul.allow_bf16_reduced_precision_reduction
+    inputs = TASK.make_inputs(TASK.spec.smoke_workloads[0].params, torch.Generator().manual_seed(0), "cpu")
+    with MatmulSettings() as settings:
+        BASELINE.forward(*inputs)
+    assert len(settings.seen) == 3 and not any(settings.seen)
+    assert matmul.allow_bf16_reduced_precision_reduction
