@@ -3,8 +3,10 @@ their norm, so operand rounding passes and a computation wrong in kind does not.
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from d2k_env.tasks import Output, PerOutput
+from d2k_env.tasks import normwise
 from d2k_env.tasks.normwise import NormwiseError
 
 CHECK = NormwiseError(0.05, floor=0.02)
@@ -50,3 +52,58 @@ def test_it_describes_itself_and_refuses_integer_outputs():
     checker = PerOutput({"o": CHECK})
     assert "within 0.05 times (the row's norm + 0.02 times" in checker.describe([Output("o", torch.bfloat16)])
     assert "not int32" in checker.problem([Output("o", torch.int32)])
+
+
+def cases(gen):
+    """Outputs against expected ones of every kind the check tells apart, in several layouts."""
+    ref = torch.randn(6, 5, 40, generator=gen)
+    noisy = ref + 0.001 * torch.randn(ref.shape, generator=gen)
+    one_bad = noisy.clone()
+    one_bad[4, 3] *= 1.5  # a row past its bound, in a late chunk
+    nan, inf, ref_inf = noisy.clone(), noisy.clone(), ref.clone()
+    nan[5, 4, 39], inf[0, 1, 2], ref_inf[2, 2, 2] = float("nan"), float("inf"), float("-inf")
+    matched = noisy.clone()
+    matched[2, 2, 2] = float("-inf")
+    scalar = torch.tensor(2.0)
+    return [(noisy, ref), (one_bad, ref), (nan, ref), (inf, ref), (matched, ref_inf), (noisy, ref_inf),
+            (one_bad[0, 0], ref[0, 0]), (scalar * 1.01, scalar), (scalar * 1.1, scalar),
+            (one_bad.bfloat16(), ref), (torch.empty(0, 7), torch.empty(0, 7))]
+
+
+def test_rows_judged_in_chunks_give_the_verdicts_of_one_chunk(monkeypatch):
+    whole = [CHECK.verdict("o", out, ref) for out, ref in cases(torch.Generator().manual_seed(3))]
+    assert [v.ok for v in whole].count(False) == 6
+    monkeypatch.setattr(normwise, "CHUNK_ELEMENTS", 80)  # two rows of 40 a chunk
+    chunked = [CHECK.verdict("o", out, ref) for out, ref in cases(torch.Generator().manual_seed(3))]
+    for a, b in zip(whole, chunked):
+        assert (a.ok, a.message) == (b.ok, b.message)
+        assert a.max_abs_err == pytest.approx(b.max_abs_err) and a.max_rel_err == pytest.approx(b.max_rel_err)
+    assert "first at [4, 3]" in chunked[1].message
+
+
+class Allocations(TorchDispatchMode):
+    """The bytes of every new storage an operation returns (views of existing ones are not counted)."""
+
+    def __init__(self, *known):
+        super().__init__()
+        self.known = {t.untyped_storage().data_ptr() for t in known}
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        for t in result if isinstance(result, (tuple, list)) else [result]:
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in self.known:
+                self.largest = max(self.largest, t.untyped_storage().nbytes())
+        return result
+
+
+def test_no_allocation_is_larger_than_a_chunk_in_double(monkeypatch):
+    # A double copy or a boolean mask of a whole large output ran the GPU out of memory; each
+    # temporary must be bounded by a chunk of rows, not by the output.
+    monkeypatch.setattr(normwise, "CHUNK_ELEMENTS", 4096)
+    gen = torch.Generator().manual_seed(4)
+    ref = torch.randn(512, 1024, generator=gen)
+    out = ref + 0.001 * torch.randn(ref.shape, generator=gen)
+    with Allocations(out, ref) as seen:
+        assert CHECK.verdict("o", out, ref).ok
+    assert 0 < seen.largest <= 8 * 4096
