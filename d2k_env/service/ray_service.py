@@ -22,7 +22,7 @@ from d2k_env.service.job import EvalJob
 
 try:
     import ray
-    from ray.exceptions import RayError
+    from ray.exceptions import RayActorError, RayError
 except ImportError as exc:  # pragma: no cover - raised at use, with the way out
     raise ImportError('the Ray evaluation service needs Ray: pip install "d2k-env[ray]"') from exc
 
@@ -158,6 +158,7 @@ class RayService:
         if self._owner:
             for actor in self._actors:
                 ray.kill(actor, no_restart=True)
+            _await_ended(self._actors)
         self._actors = []
 
     def _await_restart(self, index: int, limit_s: float = 300.0) -> None:
@@ -208,3 +209,18 @@ class RayService:
         self._owner = False
         self._pid = os.getpid()
         self._bridge = None
+
+
+def _await_ended(actors: list, limit_s: float = 60.0) -> None:
+    """Returns once every killed actor refuses calls, or after ``limit_s``: ``ray.kill`` only asks
+    for the end, and a call made just after it may still run on the actor (seen under load in CI)."""
+    deadline = time.monotonic() + limit_s
+    for actor in actors:
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                ray.get(actor.pid.remote(), timeout=left)
+            except RayActorError:
+                break
+            except RayError:  # the wait ran out (GetTimeoutError): stop waiting
+                return
+            time.sleep(0.05)
