@@ -6,7 +6,8 @@
 # Run from the project root:  benchmarks/installed_wheel.sh WHEEL OUT_DIR
 # (WHEEL: `python3 -m pip wheel --no-deps -w dist .`; ./.whl from ../shared/gpu/prepare-wheels.sh.)
 # DEADLINE_S=N stops starting submits N seconds after the script began (a device call's limit);
-# TASKS="a b ..." submits those references only (default: every one), to finish a run a deadline cut.
+# TASKS="a b ..." submits those references only (default: every one), to finish a run a deadline cut;
+# EPISODE=0 skips the demo and the episode.
 set -uo pipefail
 wheel=$(realpath "${1:?usage: benchmarks/installed_wheel.sh WHEEL OUT_DIR}")
 out=$(realpath -m "${2:?usage: benchmarks/installed_wheel.sh WHEEL OUT_DIR}")
@@ -23,6 +24,7 @@ echo "site-packages: $site ($(ls "$site" | wc -l) entries)" | tee -a "$out/devic
 work=$(mktemp -d); cp references/*.py "$work/"; cd "$work"
 python3 -c "import d2k_env, sys; print('d2k_env from', d2k_env.__file__)" | tee -a "$out/device.txt"
 { time d2k --version; } > "$out/version.log" 2>&1; cat "$out/version.log"
+if [[ ${EPISODE:-1} == 1 ]]; then  # EPISODE=0: submits only (demo and episode shown by an earlier run)
 { time timeout 300 d2k demo --backend "${D2K_BACKEND:-cuda}"; } > "$out/demo.log" 2>&1; tail -5 "$out/demo.log"
 timeout 300 python3 - > "$out/episode.log" 2>&1 <<'PY'
 import os, time, gymnasium as gym, d2k_env
@@ -43,6 +45,7 @@ env.close()
 print(f"episode {time.perf_counter() - t0:.1f} s")
 PY
 echo "== episode: exit $?"; tail -5 "$out/episode.log"
+fi
 # Every reference's submit, while DEADLINE_S (seconds since the script began; unset: no limit) allows.
 for task in ${TASKS:-$(ls "$work"/*.py | xargs -n1 basename | sed 's/\.py$//')}; do
   left=$(( ${DEADLINE_S:-100000} - SECONDS )); (( left < 15 )) && { echo "== deadline: stopped before $task"; break; }
