@@ -29,12 +29,6 @@ from d2k_env.tasks.checks import OutputCheck, dtype_name
 CHUNK_ELEMENTS = 1 << 22
 
 
-def _row_error(o, r, finite):
-    """(out - ref) with matching infinities zeroed, and the expected rows' norms, of a chunk in double."""
-    o, r = o.where(finite, 0.0), r.where(finite, 0.0)
-    return o - r, r.norm(dim=-1)
-
-
 @dataclass(frozen=True)
 class NormwiseError(OutputCheck):
     """Every row (last dimension) within ``max_rel`` of its expected norm, in the 2-norm:
@@ -48,52 +42,40 @@ class NormwiseError(OutputCheck):
     def verdict(self, name, out, ref):
         # Rows go through in chunks of about CHUNK_ELEMENTS, each upcast to double on its own: the
         # outputs checked here reach gigabytes (an fp32 grad_W of 128K x 8K is 4 GiB), where a double
-        # copy of the whole tensor and boolean masks of it ran the device out of memory. A first pass
-        # sums the rows' squared norms for the floor and finds NaN and misplaced infinities; a second
-        # judges each row against its bound.
+        # copy of the whole tensor and boolean masks of it ran the device out of memory. Each chunk
+        # leaves only its rows' error and norm (one number each per row), judged once all are known,
+        # as the floor needs every row's norm.
         width = out.shape[-1] if out.dim() else 1
         o_rows, r_rows = out.reshape(-1, width), ref.reshape(-1, width)
         step = max(1, CHUNK_ELEMENTS // max(width, 1))
-        chunks = [(start, o_rows[start:start + step], r_rows[start:start + step])
-                  for start in range(0, o_rows.shape[0], step)]
         nan = misplaced = False
-        squares, max_abs = 0.0, 0.0
-        for _, o, r in chunks:
-            o, r = o.double(), r.double()
+        errs, norms, max_abs = [], [], 0.0
+        for start in range(0, o_rows.shape[0], step):
+            o, r = o_rows[start:start + step].double(), r_rows[start:start + step].double()
             finite = torch.isfinite(r)
             nan = nan or bool(torch.isnan(o).any())
             misplaced = misplaced or bool(torch.where(finite, ~torch.isfinite(o), o != r).any())
-            diff, norm = _row_error(o, r, finite)
-            squares += norm.pow(2).sum().item()
+            diff = o.where(finite, 0.0) - r.where(finite, 0.0)
+            errs.append(diff.norm(dim=-1))
+            norms.append(r.where(finite, 0.0).norm(dim=-1))
             if diff.numel():
                 max_abs = max(max_abs, diff.abs().max().item())
         if nan:
             return CheckResult(False, f"{name}: contains NaN")
         if misplaced:
             return CheckResult(False, f"{name}: infinities differ from the expected output")
-        rows = o_rows.shape[0]
-        if not rows:
+        if not errs:
             return CheckResult(True, "")
-        floor = self.floor * (squares / rows) ** 0.5
-        bad, first, rel = 0, None, 0.0
-        for start, o, r in chunks:
-            o, r = o.double(), r.double()
-            diff, norm = _row_error(o, r, torch.isfinite(r))
-            err = diff.norm(dim=-1)
-            scale = norm + floor
-            rel = max(rel, (err / scale.clamp(min=1e-30)).max().item())
-            over = err > self.max_rel * scale
-            count = int(over.sum())
-            if count and first is None:
-                i = int(torch.nonzero(over)[0])
-                first = (start + i, err[i].item(), norm[i].item())
-            bad += count
-        if bad:
-            i, err_i, norm_i = first
+        err, norm = torch.cat(errs), torch.cat(norms)
+        scale = norm + self.floor * norm.pow(2).mean().sqrt()
+        rel = (err / scale.clamp(min=1e-30)).max().item()
+        bad = err > self.max_rel * scale
+        if bad.any():
+            i = int(torch.nonzero(bad)[0])
             index = list(torch.unravel_index(torch.tensor(i), ref.shape[:-1])) if ref.dim() > 1 else []
-            return CheckResult(False, f"{name}: {bad} of {rows} rows off by more than {self.max_rel:g} "
+            return CheckResult(False, f"{name}: {int(bad.sum())} of {len(err)} rows off by more than {self.max_rel:g} "
                                       f"of their norm; first at {[int(x) for x in index]}: error "
-                                      f"{err_i:.3g}, row norm {norm_i:.3g}", max_abs, rel)
+                                      f"{err[i].item():.3g}, row norm {norm[i].item():.3g}", max_abs, rel)
         return CheckResult(True, "", max_abs, rel)
 
     def describe(self, dtype):
